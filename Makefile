@@ -1,0 +1,50 @@
+# The two commands an operator types: `make run` and `make test`.
+# Everything else here is set-up they trigger, idempotently.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROTOS := $(wildcard proto/*.proto)
+GEN_STAMP := quorum/gen/.generated
+SIM_SEEDS ?= 1000
+
+.PHONY: run test setup proto lint bench clean
+
+setup: $(STAMP) $(GEN_STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
+	  echo "installing python3-venv with apt"; \
+	  apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+$(GEN_STAMP): $(PROTOS) $(STAMP)
+	@mkdir -p quorum/gen
+	$(PY) -m grpc_tools.protoc -Iquorum/gen=proto --python_out=. --grpc_python_out=. \
+	  --pyi_out=. $(PROTOS)
+	@touch quorum/gen/__init__.py $@
+
+proto: $(GEN_STAMP)
+
+run: setup
+	@mkdir -p data
+	$(PY) -m quorum.sim.demo --data-dir data
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy --strict quorum/raft
+	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 -q
+
+lint: setup
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft
+
+bench: setup
+	$(PY) bench/raft_core.py
+
+clean:
+	rm -rf $(VENV) quorum/gen .pytest_cache .mypy_cache .ruff_cache

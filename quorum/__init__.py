@@ -1,0 +1,1 @@
+"""A KRaft-style Raft metadata quorum: controllers, brokers, snapshots and tools."""

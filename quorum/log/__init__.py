@@ -1,0 +1,1 @@
+"""Durable storage for the metadata log and the quorum state."""

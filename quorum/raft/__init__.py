@@ -1,0 +1,1 @@
+"""The sans-I/O Raft core (KIP-595): events in, effects out."""

@@ -1,0 +1,54 @@
+"""Settings and injected dependencies of the Raft core."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class RandomSource(Protocol):
+    """Injected randomness (a seeded `random.Random` satisfies it)."""
+
+    def randrange(self, start: int, stop: int) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    """Timeouts follow Kafka's `controller.quorum.*` properties and defaults."""
+
+    node_id: int
+    voters: frozenset[int]
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    fetch_max_wait_ms: int = 500
+    max_fetch_records: int = 8192
+    max_batch_records: int = 8192
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def request_timeout_ms(self) -> int:
+        """How long a follower waits for a fetch answer before asking again."""
+        return self.fetch_max_wait_ms + self.election_timeout_ms // 2
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumStateData:
+    """What must survive a restart: the quorum-state file's contents."""
+
+    epoch: int = 0
+    voted_for: int | None = None
+    leader_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeResult:
+    """Offsets assigned to a proposal. It is acknowledged once the high watermark
+    passes `last_offset` while the log still holds `epoch` at that offset."""
+
+    epoch: int
+    first_offset: int
+    last_offset: int

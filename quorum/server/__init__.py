@@ -1,0 +1,1 @@
+"""The controller process: gRPC transport, driver, config and metrics."""

@@ -1,0 +1,503 @@
+"""The simulated cluster: nodes, a lossy network, crashes, clocks, and clients.
+
+Time is global microseconds; each node sees its own drifting clock in ms. Every
+random choice comes from one `random.Random(seed)`, and events are ordered by
+(time, sequence), so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
+from quorum.raft.config import ProposeResult, RaftConfig
+from quorum.raft.effects import (
+    AdvanceLogStart,
+    AppendBatches,
+    FetchSnapshot,
+    FlushLog,
+    HighWatermarkChanged,
+    PersistQuorumState,
+    ResetLog,
+    Role,
+    RoleChanged,
+    SendMessage,
+    TruncateLog,
+)
+from quorum.raft.log import RaftLog
+from quorum.raft.messages import Message
+from quorum.raft.node import NotLeaderError, RaftNode
+from quorum.raft.records import SnapshotId
+from quorum.sim.faults import FaultMix
+from quorum.sim.invariants import Invariants, InvariantViolation
+
+NodeFactory = Callable[..., RaftNode]
+
+
+@dataclass
+class SnapshotRequest:
+    snapshot_id: SnapshotId
+
+
+@dataclass
+class SnapshotReply:
+    snapshot_id: SnapshotId
+    state: dict[int, bytes] | None  # None: the leader no longer has that snapshot
+
+
+@dataclass
+class PendingProposal:
+    node: int
+    incarnation: int
+    result: ProposeResult
+    records: tuple[bytes, ...]
+
+
+@dataclass
+class SimNode:
+    node_id: int
+    log_store: MemoryLogStore = field(default_factory=MemoryLogStore)
+    state_store: MemoryQuorumStateStore = field(default_factory=MemoryQuorumStateStore)
+    core: RaftNode | None = None
+    incarnation: int = 0
+    drift: float = 0.0
+    clock_offset_us: int = 0
+    applied: dict[int, bytes] = field(default_factory=dict)
+    applied_end: int = 0
+    snapshot: tuple[SnapshotId, dict[int, bytes]] | None = None
+    next_tick_us: int | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.core is not None
+
+
+class Simulation:
+    """Run `run()`; it raises InvariantViolation (with the replay command) on a bug."""
+
+    def __init__(
+        self,
+        seed: int,
+        mix: FaultMix,
+        voters: int = 3,
+        observers: int = 0,
+        fault_ms: int = 8000,
+        liveness_bound_ms: int = 10000,
+        node_factory: NodeFactory = RaftNode,
+        snapshot_every: int = 60,
+        trace: Callable[[str], None] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.mix = mix
+        self.rng = random.Random(seed)
+        self.fault_ms = fault_ms
+        self.liveness_bound_ms = liveness_bound_ms
+        self.node_factory = node_factory
+        self.snapshot_every = snapshot_every
+        self.trace = trace
+        self.voters = frozenset(range(1, voters + 1))
+        ids = list(range(1, voters + observers + 1))
+        self.nodes = {i: SimNode(i) for i in ids}
+        for node in self.nodes.values():
+            node.drift = self.rng.uniform(-mix.max_clock_drift, mix.max_clock_drift)
+            node.clock_offset_us = self.rng.randrange(0, 10_000_000)
+        self.invariants = Invariants()
+        self.now_us = 0
+        self._queue: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self._seq = 0
+        self.blocked: set[tuple[int, int]] = set()
+        self.pending: list[PendingProposal] = []
+        self.faults_active = True
+        self.acked_count = 0
+        self.commits = 0
+        self.elections = 0
+        self.max_epoch = 0
+        self._next_payload = 0
+
+    # --------------------------------------------------------------- plumbing
+
+    def replay_command(self) -> str:
+        return f"python -m quorum.sim --seed {self.seed} --mix {self.mix.name}"
+
+    def _log(self, text: str) -> None:
+        if self.trace:
+            self.trace(f"{self.now_us / 1000:10.1f} ms  {text}")
+
+    def _schedule(self, at_us: int, kind: str, *args: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at_us, self._seq, kind, args))
+
+    def local_ms(self, node: SimNode) -> int:
+        return int((self.now_us * (1.0 + node.drift) + node.clock_offset_us) // 1000)
+
+    def _global_us(self, node: SimNode, local_ms: int) -> int:
+        return int((local_ms * 1000 - node.clock_offset_us) / (1.0 + node.drift)) + 1
+
+    def _delay_us(self) -> int:
+        return int(self.rng.uniform(self.mix.min_delay_ms, self.mix.max_delay_ms) * 1000)
+
+    # ---------------------------------------------------------------- nodes
+
+    def _start_node(self, node: SimNode) -> None:
+        node.incarnation += 1
+        snapshot_id, batches = node.log_store.recover()
+        log = RaftLog(snapshot_id)
+        for batch in batches:
+            log.append(batch)
+        config = RaftConfig(node.node_id, self.voters)
+        state = node.state_store.read()
+        self.invariants.epochs.on_epoch(node.node_id, state.epoch)
+        node.core = self.node_factory(
+            config, random.Random(self.rng.getrandbits(32)), self.local_ms(node), state, log
+        )
+        # The state machine restarts from the snapshot; committed entries are replayed.
+        if node.snapshot is not None:
+            node.applied = dict(node.snapshot[1])
+            node.applied_end = node.snapshot[0].end_offset
+        else:
+            node.applied, node.applied_end = {}, 0
+        node.next_tick_us = None
+        self._after_event(node)
+
+    def _crash(self, node: SimNode) -> None:
+        self._log(f"crash node {node.node_id}")
+        node.core = None
+        node.log_store.crash()
+        self.pending = [p for p in self.pending if p.node != node.node_id]
+
+    def _after_event(self, node: SimNode) -> None:
+        core = node.core
+        if core is None:
+            return
+        now = self.local_ms(node)
+        for effect in core.poll(now):
+            self._execute(node, effect)
+        if self._maybe_snapshot(node):
+            for effect in core.poll(now):
+                self._execute(node, effect)
+        deadline_us = max(self._global_us(node, core.next_deadline()), self.now_us + 1)
+        if node.next_tick_us is None or deadline_us != node.next_tick_us:
+            node.next_tick_us = deadline_us
+            self._schedule(deadline_us, "tick", node.node_id, node.incarnation)
+
+    def _execute(self, node: SimNode, effect: object) -> None:
+        core = node.core
+        assert core is not None
+        match effect:
+            case PersistQuorumState():
+                self.invariants.epochs.on_epoch(node.node_id, effect.epoch)
+                node.state_store.write(
+                    type(node.state_store.read())(effect.epoch, effect.voted_for, effect.leader_id)
+                )
+            case AppendBatches():
+                node.log_store.append(effect.batches)
+            case TruncateLog():
+                self.invariants.agreement.on_truncate(
+                    node.node_id, effect.end_offset, core.high_watermark
+                )
+                node.log_store.truncate(effect.end_offset)
+            case AdvanceLogStart():
+                node.log_store.advance_start(effect.snapshot_id)
+            case ResetLog():
+                node.log_store.reset_to_snapshot(effect.snapshot_id)
+            case FlushLog():
+                delay = int(self.rng.uniform(0.05, self.mix.max_flush_ms) * 1000)
+                self._schedule(
+                    self.now_us + delay,
+                    "flushed",
+                    node.node_id,
+                    node.incarnation,
+                    effect.end_offset,
+                    effect.generation,
+                )
+            case SendMessage():
+                self._send(node.node_id, effect.destination, effect.message)
+            case HighWatermarkChanged():
+                self.invariants.high_watermarks.on_high_watermark(
+                    node.node_id, node.incarnation, effect.high_watermark
+                )
+                self._apply_committed(node, effect.high_watermark)
+            case RoleChanged():
+                self.invariants.epochs.on_epoch(node.node_id, effect.epoch)
+                self.max_epoch = max(self.max_epoch, effect.epoch)
+                if effect.role is Role.LEADER:
+                    self.elections += 1
+                    self._log(f"node {node.node_id} leads epoch {effect.epoch}")
+                    self.invariants.leaders.on_leader(node.node_id, effect.epoch)
+            case FetchSnapshot():
+                self._send(node.node_id, effect.leader_id, SnapshotRequest(effect.snapshot_id))
+
+    def _apply_committed(self, node: SimNode, high_watermark: int) -> None:
+        core = node.core
+        assert core is not None
+        log = core.log
+        offset = max(node.applied_end, log.start_offset)
+        while offset < high_watermark:
+            batch = log.batch_at(offset)
+            if batch is None:
+                break
+            for i, record in enumerate(batch.records):
+                at = batch.base_offset + i
+                if at < node.applied_end:
+                    continue
+                self.invariants.agreement.on_commit(node.node_id, at, batch.epoch, record)
+                if not batch.control:
+                    node.applied[at] = record
+                self.commits += 1
+            offset = batch.next_offset
+        node.applied_end = max(node.applied_end, min(offset, high_watermark))
+        self._acknowledge(node, high_watermark)
+
+    def _acknowledge(self, node: SimNode, high_watermark: int) -> None:
+        core = node.core
+        assert core is not None
+        still: list[PendingProposal] = []
+        for p in self.pending:
+            if p.node != node.node_id or p.result.last_offset >= high_watermark:
+                still.append(p)
+                continue
+            if p.incarnation != node.incarnation:
+                continue
+            if core.log.epoch_at(p.result.last_offset) == p.result.epoch:
+                for i, record in enumerate(p.records):
+                    offset = p.result.first_offset + i
+                    self.invariants.durability.on_ack(offset, record)
+                    if node.applied.get(offset) != record:
+                        raise InvariantViolation(f"acknowledged {record!r} not applied at {offset}")
+                    self.acked_count += 1
+        self.pending = still
+
+    def _maybe_snapshot(self, node: SimNode) -> bool:
+        core = node.core
+        assert core is not None
+        base = node.snapshot[0].end_offset if node.snapshot else 0
+        end = node.applied_end
+        if end - base < self.snapshot_every or end > core.high_watermark:
+            return False
+        epoch = core.log.epoch_at(end - 1)
+        following = core.log.batch_at(end)
+        if epoch is None or (following is not None and following.base_offset != end):
+            return False
+        snapshot_id = SnapshotId(end, epoch)
+        node.snapshot = (snapshot_id, {o: r for o, r in node.applied.items() if o < end})
+        core.on_snapshot_taken(snapshot_id)
+        return True
+
+    # ---------------------------------------------------------------- network
+
+    def _send(self, src: int, dst: int, message: object) -> None:
+        target = self.nodes[dst]
+        cut = (src, dst) in self.blocked
+        # A refused connection (dead node) or, sometimes, a reset one (cut link)
+        # is visible to the sender, as it would be to a gRPC client.
+        if not target.alive or (cut and self.rng.random() < 0.5):
+            self._schedule(self.now_us + self._delay_us(), "unreachable", src, dst)
+        if not target.alive or cut:
+            return
+        if self.faults_active and self.rng.random() < self.mix.drop_rate:
+            return
+        copies = 2 if self.faults_active and self.rng.random() < self.mix.duplicate_rate else 1
+        for _ in range(copies):
+            self._schedule(self.now_us + self._delay_us(), "deliver", dst, src, message)
+
+    def _deliver(self, dst: int, src: int, message: object) -> None:
+        node = self.nodes[dst]
+        if node.core is None or (src, dst) in self.blocked:
+            return
+        now = self.local_ms(node)
+        if isinstance(message, SnapshotRequest):
+            have = node.snapshot
+            state = have[1] if have and have[0] == message.snapshot_id else None
+            self._send(dst, src, SnapshotReply(message.snapshot_id, state))
+            return
+        if isinstance(message, SnapshotReply):
+            if message.state is None:
+                node.core.on_snapshot_failed(now)
+            else:
+                node.snapshot = (message.snapshot_id, dict(message.state))
+                if message.snapshot_id.end_offset > node.applied_end:
+                    node.applied = dict(message.state)
+                    node.applied_end = message.snapshot_id.end_offset
+                node.core.on_snapshot_installed(message.snapshot_id, now)
+            self._after_event(node)
+            return
+        assert not isinstance(message, SnapshotRequest | SnapshotReply)
+        msg: Message = message  # type: ignore[assignment]
+        node.core.on_message(src, msg, now)
+        self._after_event(node)
+
+    # ----------------------------------------------------------------- faults
+
+    def _fault_step(self) -> None:
+        if not self.faults_active:
+            return
+        mix = self.mix
+        choices = []
+        if mix.partitions:
+            choices += ["partition", "heal"]
+        if mix.crashes:
+            choices += ["crash", "restart"]
+        if not choices:
+            return
+        action = self.rng.choice(choices)
+        ids = sorted(self.nodes)
+        if action == "partition":
+            leaders = [
+                n.node_id for n in self.nodes.values() if n.core and n.core.role is Role.LEADER
+            ]
+            victim = self.rng.choice(leaders if leaders and self.rng.random() < 0.5 else ids)
+            others = [i for i in ids if i != victim]
+            symmetric = self.rng.random() < 0.6
+            self.blocked = set()
+            for other in others:
+                self.blocked.add((other, victim))
+                if symmetric:
+                    self.blocked.add((victim, other))
+            self._log(f"partition node {victim} ({'both ways' if symmetric else 'inbound only'})")
+        elif action == "heal":
+            self.blocked = set()
+            self._log("heal network")
+        elif action == "crash":
+            live = [n for n in self.nodes.values() if n.alive]
+            leaders = [n for n in live if n.core and n.core.role is Role.LEADER]
+            pool = leaders if leaders and self.rng.random() < 0.5 else live
+            if len(live) > 1 and pool:
+                self._crash(self.rng.choice(pool))
+        else:
+            dead = [n for n in self.nodes.values() if not n.alive]
+            if dead:
+                node = self.rng.choice(dead)
+                self._log(f"restart node {node.node_id}")
+                self._start_node(node)
+        self._schedule(self.now_us + self.rng.randrange(200_000, 1_500_000), "fault")
+
+    def _heal_everything(self) -> None:
+        self.faults_active = False
+        self.blocked = set()
+        for node in self.nodes.values():
+            if not node.alive:
+                self._start_node(node)
+        self._log("faults over: network healed, every node running")
+
+    # ---------------------------------------------------------------- clients
+
+    def _client_step(self) -> None:
+        leaders = [
+            n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER
+        ]
+        if leaders:
+            node = self.rng.choice(leaders)
+            assert node.core is not None
+            count = self.rng.randrange(1, 4)
+            records = []
+            for _ in range(count):
+                self._next_payload += 1
+                records.append(f"r{self._next_payload}".encode())
+            try:
+                result = node.core.propose(records, self.local_ms(node))
+            except NotLeaderError:
+                pass
+            else:
+                self.pending.append(
+                    PendingProposal(node.node_id, node.incarnation, result, tuple(records))
+                )
+                self._after_event(node)
+        self._schedule(self.now_us + self.rng.randrange(2_000, 20_000), "client")
+
+    # -------------------------------------------------------------------- run
+
+    def run(self) -> SimulationResult:
+        for node in self.nodes.values():
+            self._start_node(node)
+        self._schedule(self.rng.randrange(100_000, 1_000_000), "fault")
+        self._schedule(1_000, "client")
+        heal_at = self.fault_ms * 1000
+        self._schedule(heal_at, "heal")
+        try:
+            recovered_at = self._run_until(heal_at)
+            return self._finish(heal_at, recovered_at)
+        except Exception as exc:
+            # The core's own assertions and errors count as failures too.
+            raise InvariantViolation(f"{exc}\nreplay: {self.replay_command()}") from exc
+
+    def _run_until(self, heal_at: int) -> int | None:
+        deadline = heal_at + self.liveness_bound_ms * 1000
+        acked_at_heal: int | None = None
+        while self._queue:
+            at, _, kind, args = heapq.heappop(self._queue)
+            if at > deadline:
+                break
+            self.now_us = at
+            self._dispatch(kind, args)
+            if kind == "heal":
+                acked_at_heal = self.acked_count
+            if acked_at_heal is not None and self.acked_count > acked_at_heal:
+                return at
+        return None
+
+    def _dispatch(self, kind: str, args: tuple[Any, ...]) -> None:
+        if kind == "deliver":
+            self._deliver(*args)
+        elif kind == "tick":
+            node_id, incarnation = args
+            node = self.nodes[node_id]
+            if node.core is None or node.incarnation != incarnation:
+                return
+            if node.next_tick_us != self.now_us:
+                return
+            node.next_tick_us = None
+            node.core.on_tick(self.local_ms(node))
+            self._after_event(node)
+        elif kind == "flushed":
+            node_id, incarnation, end_offset, generation = args
+            node = self.nodes[node_id]
+            if node.core is None or node.incarnation != incarnation:
+                return
+            node.log_store.flush(end_offset)
+            node.core.on_flushed(end_offset, generation, self.local_ms(node))
+            self._after_event(node)
+        elif kind == "unreachable":
+            src, _dst = args
+            node = self.nodes[src]
+            if node.core is not None and node.core.leader_id == _dst:
+                node.core.on_leader_unreachable(self.local_ms(node))
+                self._after_event(node)
+        elif kind == "client":
+            self._client_step()
+        elif kind == "fault":
+            self._fault_step()
+        elif kind == "heal":
+            self._heal_everything()
+
+    def _finish(self, heal_at: int, recovered_at: int | None) -> SimulationResult:
+        if recovered_at is None:
+            raise InvariantViolation(
+                f"liveness: no proposal committed within {self.liveness_bound_ms} ms "
+                "of the faults ending"
+            )
+        for node in self.nodes.values():
+            self.invariants.durability.check_state(node.node_id, node.applied, node.applied_end)
+        return SimulationResult(
+            seed=self.seed,
+            mix=self.mix.name,
+            recovery_ms=(recovered_at - heal_at) / 1000,
+            acked=self.acked_count,
+            commits=self.commits,
+            elections=self.elections,
+            max_epoch=self.max_epoch,
+        )
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    seed: int
+    mix: str
+    recovery_ms: float
+    acked: int
+    commits: int
+    elections: int
+    max_epoch: int

@@ -1,0 +1,244 @@
+"""Scenario tests of the core, driven through a lossless zero-latency cluster."""
+
+import random
+
+import pytest
+
+from quorum.raft.config import QuorumStateData, RaftConfig
+from quorum.raft.effects import (
+    AppendBatches,
+    FlushLog,
+    PersistQuorumState,
+    Role,
+    SendMessage,
+    TruncateLog,
+)
+from quorum.raft.log import RaftLog
+from quorum.raft.messages import (
+    EndQuorumEpochRequest,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from quorum.raft.node import NotLeaderError, RaftNode
+from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId, decode_leader_change
+from quorum.sim.instant import InstantCluster
+
+VOTERS = frozenset({1, 2, 3})
+
+
+def node(
+    node_id: int, state: QuorumStateData | None = None, log: RaftLog | None = None
+) -> RaftNode:
+    return RaftNode(RaftConfig(node_id, VOTERS), random.Random(node_id), 0, state, log)
+
+
+def sent(effects: list[object], kind: type) -> list[SendMessage]:
+    return [e for e in effects if isinstance(e, SendMessage) and isinstance(e.message, kind)]
+
+
+def test_three_voters_elect_one_leader_and_commit_its_leader_change() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    roles = sorted(n.role.value for n in cluster.nodes.values())
+    assert roles == ["follower", "follower", "leader"]
+    assert leader.epoch == 1
+    first = leader.log.batch_at(0)
+    assert first is not None and first.control
+    assert decode_leader_change(first.records[0]) == (leader.node_id, VOTERS)
+    assert all(n.high_watermark == 1 for n in cluster.nodes.values())
+
+
+def test_votes_are_persisted_before_they_are_sent() -> None:
+    cluster = InstantCluster(voters=3, seed=4)
+    cluster.elect()
+    granted = 0
+    for effects in cluster.effects.values():
+        persisted: list[PersistQuorumState] = []
+        for effect in effects:
+            if isinstance(effect, PersistQuorumState):
+                persisted.append(effect)
+            elif isinstance(effect, SendMessage) and isinstance(effect.message, VoteResponse):
+                response = effect.message
+                if response.vote_granted and not response.pre_vote:
+                    granted += 1
+                    assert persisted, "vote sent before any state was persisted"
+                    last = persisted[-1]
+                    assert (last.epoch, last.voted_for) == (response.epoch, effect.destination)
+    assert granted >= 1
+
+
+def test_a_voter_grants_one_vote_per_epoch() -> None:
+    voter = node(3)
+    voter.on_message(1, VoteRequest(1, 1, 0, 0, pre_vote=False), 0)
+    voter.on_message(2, VoteRequest(1, 2, 0, 0, pre_vote=False), 0)
+    answers = [e.message for e in sent(voter.poll(0), VoteResponse)]
+    assert [a.vote_granted for a in answers] == [True, False]
+    assert voter.voted_for == 1
+
+
+def test_a_pre_vote_changes_nothing_on_the_voter() -> None:
+    voter = node(3, QuorumStateData(epoch=4))
+    voter.poll(0)
+    voter.on_message(1, VoteRequest(9, 1, 0, 0, pre_vote=True), 5000)
+    effects = voter.poll(5000)
+    assert not [e for e in effects if isinstance(e, PersistQuorumState)]
+    assert voter.epoch == 4
+    assert sent(effects, VoteResponse)[0].message.vote_granted
+
+
+def test_a_partitioned_voter_does_not_bump_the_epoch_or_disrupt_the_leader() -> None:
+    cluster = InstantCluster(voters=3, seed=1)
+    leader = cluster.elect()
+    epoch = leader.epoch
+    isolated = next(i for i in cluster.nodes if i != leader.node_id)
+    cluster.cut.add(isolated)
+    cluster.advance(10_000)
+    assert cluster.nodes[isolated].epoch == epoch
+    assert cluster.nodes[isolated].role in (Role.PROSPECTIVE, Role.UNATTACHED, Role.FOLLOWER)
+    cluster.cut.clear()
+    cluster.advance(3_000)
+    assert cluster.leader() is leader and leader.epoch == epoch
+    assert cluster.nodes[isolated].role is Role.FOLLOWER
+
+
+def test_group_commit_makes_one_batch_and_one_flush() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    for i in range(5):
+        leader.propose([b"a%d" % i, b"b%d" % i], cluster.now)
+    effects = leader.poll(cluster.now)
+    appends = [e for e in effects if isinstance(e, AppendBatches)]
+    assert len(appends) == 1 and len(appends[0].batches) == 1
+    assert len(appends[0].batches[0].records) == 10
+    assert len([e for e in effects if isinstance(e, FlushLog)]) == 1
+
+
+def test_proposals_commit_on_every_voter() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    result = leader.propose([b"x", b"y"], cluster.now)
+    cluster.settle()
+    for n in cluster.nodes.values():
+        assert n.high_watermark == result.last_offset + 1
+        batch = n.log.batch_at(result.first_offset)
+        assert batch is not None and batch.records == (b"x", b"y")
+
+
+def test_followers_refuse_proposals() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    follower = next(n for n in cluster.nodes.values() if n is not leader)
+    with pytest.raises(NotLeaderError) as err:
+        follower.propose([b"x"], cluster.now)
+    assert err.value.leader_id == leader.node_id
+
+
+def test_high_watermark_waits_for_a_majority() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    before = leader.high_watermark
+    for i in cluster.nodes:
+        if i != leader.node_id:
+            cluster.cut.add(i)
+    leader.propose([b"x"], cluster.now)
+    cluster.settle()
+    assert leader.high_watermark == before
+
+
+def test_graceful_resignation_elects_the_successor_without_waiting() -> None:
+    cluster = InstantCluster(voters=3, seed=2)
+    leader = cluster.elect()
+    epoch = leader.epoch
+    leader.resign(cluster.now)
+    effects = leader.poll(cluster.now)
+    ends = sent(effects, EndQuorumEpochRequest)
+    assert len(ends) == 2 and ends[0].message.preferred_successors
+    for e in ends:
+        cluster.nodes[e.destination].on_message(leader.node_id, e.message, cluster.now)
+        cluster.process(e.destination)
+    cluster.settle()
+    new = cluster.leader()
+    assert new is not None and new is not leader and new.epoch == epoch + 1
+    assert new.node_id == ends[0].message.preferred_successors[0]
+
+
+def test_check_quorum_makes_an_isolated_leader_resign() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    for i in cluster.nodes:
+        if i != leader.node_id:
+            cluster.cut.add(i)
+    cluster.advance(3_000)
+    assert leader.role is not Role.LEADER
+
+
+def test_observers_replicate_but_never_vote_or_count() -> None:
+    cluster = InstantCluster(voters=3, observers=1)
+    leader = cluster.elect()
+    cluster.advance(500)
+    observer = cluster.nodes[4]
+    assert observer.role is Role.FOLLOWER and observer.leader_id == leader.node_id
+    result = leader.propose([b"x"], cluster.now)
+    cluster.settle()
+    assert observer.high_watermark == result.last_offset + 1
+    assert not any(
+        isinstance(e, SendMessage) and isinstance(e.message, VoteRequest)
+        for e in cluster.effects[4]
+    )
+    # Without the observer a majority of voters still commits.
+    cluster.cut.add(4)
+    result = leader.propose([b"y"], cluster.now)
+    cluster.settle()
+    assert leader.high_watermark == result.last_offset + 1
+
+
+def test_follower_truncates_to_the_diverging_epoch_then_fetches_from_there() -> None:
+    log = RaftLog()
+    log.append(Batch(0, 1, (b"a", b"b"), 0))
+    log.append(Batch(2, 1, (b"stale",), 0))
+    follower = node(2, QuorumStateData(epoch=2, leader_id=1), log)
+    fetch = sent(follower.poll(0), FetchRequest)[0].message
+    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (3, 1)
+    follower.on_message(1, FetchResponse(2, 1, 0, 0, diverging_epoch=OffsetAndEpoch(2, 1)), 1)
+    effects = follower.poll(1)
+    assert TruncateLog(2) in effects
+    refetch = sent(effects, FetchRequest)[0].message
+    assert (refetch.fetch_offset, refetch.last_fetched_epoch) == (2, 1)
+
+
+def test_leader_answers_diverging_epoch_and_snapshot_id() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    for i in range(3):
+        leader.propose([b"x%d" % i], cluster.now)
+        cluster.settle()
+    me, epoch = leader.node_id, leader.epoch
+    follower = next(i for i in cluster.nodes if i != me)
+    # A follower claiming entries of an epoch the leader never had beyond offset 1.
+    leader.on_message(follower, FetchRequest(follower, epoch, 3, epoch - 1 or 0, 0), cluster.now)
+    answer = sent(leader.poll(cluster.now), FetchResponse)[0].message
+    assert answer.diverging_epoch == OffsetAndEpoch(0, 0)
+    # Below the log start, the leader names its snapshot.
+    leader.on_snapshot_taken(SnapshotId(2, epoch))
+    leader.on_message(follower, FetchRequest(follower, epoch, 0, 0, 0), cluster.now)
+    answer = sent(leader.poll(cluster.now), FetchResponse)[0].message
+    assert answer.snapshot_id == SnapshotId(2, epoch)
+
+
+def test_stale_epoch_fetch_is_fenced() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    leader.on_message(2, FetchRequest(2, leader.epoch - 1, 0, 0, 0), cluster.now)
+    answer = sent(leader.poll(cluster.now), FetchResponse)[0].message
+    assert answer.error is ErrorCode.FENCED_LEADER_EPOCH
+    assert answer.epoch == leader.epoch and answer.leader_id == leader.node_id
+
+
+def test_restarted_leader_resumes_as_resigned() -> None:
+    restarted = node(1, QuorumStateData(epoch=3, voted_for=1, leader_id=1))
+    assert restarted.role is Role.RESIGNED
+    with pytest.raises(NotLeaderError):
+        restarted.propose([b"x"], 0)
