@@ -1,0 +1,509 @@
+"""The durable metadata log: a directory of segments behind the `LogStore` seam.
+
+Directory layout:
+
+    00000000000000000000.log        batches (see batch_format.py)
+    00000000000000000000.index      sparse offset index (see offset_index.py)
+    00000000000000052113.log        next segment, named by its base offset
+    ...
+    log-start-offset.checkpoint     the snapshot the log starts after (checkpoint.py)
+    leader-epoch-checkpoint         epoch -> start offset (epoch_cache.py)
+
+Durability follows the seam's contract. `append` writes each call's batches
+with one `writev` per segment touched and does not sync; `flush` makes
+everything appended so far durable with one fdatasync of the active segment
+(plus the directory after a segment roll, and the epoch cache after an epoch
+change). `truncate`, `advance_start` and `reset_to_snapshot` are durable when
+they return. Opening the directory validates every batch (see recovery.py):
+a torn tail is cut, anything else damaged raises before any byte is changed.
+
+Threads: one thread owns the log, but the fsync of a flush may run on another
+(the driver's flusher) while the owner keeps appending: `begin_flush` fixes
+what a flush covers, `PendingFlush.complete` does the fsync without holding
+any lock `append` needs. That is how a server overlaps encoding the next batch
+with the fsync of the previous one. Flushes are serialised, and operations
+that delete or cut segments wait for the one in flight. A directory lock keeps
+a second process out.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+from quorum.log.batch_format import BatchHeader, encode_batch_parts
+from quorum.log.checkpoint import LogStartCheckpoint, write_checkpoint
+from quorum.log.epoch_cache import UNDEFINED, EpochEntry, LeaderEpochCache
+from quorum.log.fsutil import fsync_dir, lock_directory
+from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
+from quorum.log.retention import LogRetention, RetiredSegment
+from quorum.log.segment import Segment, index_file_name, log_file_name
+from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_INDEX_INTERVAL_BYTES = 4096
+MAX_SEGMENT_BYTES = 2**31 - 1
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class FileLogStore:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        retention: LogRetention | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        if not 0 < segment_bytes <= MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes must be in (0, {MAX_SEGMENT_BYTES}]")
+        if index_interval_bytes <= 0:
+            raise ValueError("index_interval_bytes must be positive")
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.index_interval_bytes = index_interval_bytes
+        self.retention = retention if retention is not None else LogRetention()
+        self._clock = clock
+        self._segments: list[Segment] = []
+        self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
+        self._directory_unsynced = False
+        self._state = threading.RLock()  # bookkeeping; never held during an fsync
+        self._flush_idle = threading.Condition(self._state)
+        self._flush_in_flight = False
+        self._snapshot: SnapshotId | None = None
+        self._start_offset = 0
+        self._durable_end = 0
+        self._checkpoint_path = self.directory / CHECKPOINT_FILE
+        self._epochs = LeaderEpochCache(self.directory / EPOCH_CACHE_FILE)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd: int | None = lock_directory(self.directory)
+        try:
+            self._open(plan_recovery(self.directory, index_interval_bytes))
+        except BaseException:
+            self._release()
+            raise
+
+    # ------------------------------------------------------------ LogStore
+
+    @property
+    def start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def durable_end_offset(self) -> int:
+        """Everything below this survives a crash."""
+        return self._durable_end
+
+    @property
+    def snapshot_id(self) -> SnapshotId | None:
+        """The snapshot the log starts after."""
+        return self._snapshot
+
+    def append(self, batches: Sequence[Batch]) -> None:
+        """Write batches (volatile until `flush`); all are checked before any is written."""
+        if not batches:
+            return
+        with self._state:
+            self._append(batches)
+
+    def flush(self, end_offset: int) -> None:
+        """One fdatasync makes every batch appended so far durable."""
+        pending = self.begin_flush(end_offset)
+        if pending is not None:
+            pending.complete()
+
+    def truncate(self, end_offset: int) -> None:
+        """Drop every batch that does not end at or below `end_offset`, durably.
+
+        As in the in-memory store, a batch that `end_offset` falls inside is
+        dropped whole.
+        """
+        with self._state:
+            self._wait_for_flush()
+            self._truncate(end_offset)
+
+    def _truncate(self, end_offset: int) -> None:
+        if end_offset >= self.end_offset:
+            return
+        floor = self._snapshot.end_offset if self._snapshot else 0
+        located = self._locate(end_offset) if end_offset >= floor else None
+        if located is None or located[2].base_offset < floor:
+            raise ValueError(
+                f"truncate to {end_offset} would cut into snapshot {self._snapshot} "
+                f"(the log starts at {self._start_offset})"
+            )
+        index, position, header = located
+        new_end = header.base_offset
+        while len(self._segments) - 1 > index:
+            # Newest first, so a crash part-way leaves a shorter but gap-free log.
+            self._drop_segment(self._segments.pop())
+            fsync_dir(self.directory)
+        segment = self._segments[index]
+        segment.truncate(position, new_end)
+        self._forget_unsynced(segment)
+        self._epochs.truncate_from_end(new_end)
+        self._epochs.persist_if_dirty()
+        self._durable_end = min(self._durable_end, new_end)
+
+    def advance_start(self, snapshot_id: SnapshotId) -> None:
+        """A snapshot covers everything below its end offset; the log starts there now."""
+        with self._state:
+            self._wait_for_flush()
+            self._advance_start(snapshot_id)
+
+    def _advance_start(self, snapshot_id: SnapshotId) -> None:
+        if self._snapshot and snapshot_id.end_offset <= self._snapshot.end_offset:
+            return
+        if snapshot_id.end_offset > self.end_offset:
+            self._reset_to_snapshot(snapshot_id)
+            return
+        write_checkpoint(self._checkpoint_path, LogStartCheckpoint(snapshot_id))
+        self._snapshot = snapshot_id
+        self._start_offset = self._compute_start_offset()
+        self._epochs.truncate_from_start(self._start_offset, self.end_offset)
+        self._epochs.persist_if_dirty()
+        self._enforce_retention(None)
+
+    def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Replace the whole log with an empty one that starts after the snapshot."""
+        with self._state:
+            self._wait_for_flush()
+            self._reset_to_snapshot(snapshot_id)
+
+    def _reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
+        write_checkpoint(self._checkpoint_path, LogStartCheckpoint(snapshot_id, reset_pending=True))
+        for segment in reversed(self._segments):
+            segment.delete()
+        self._segments.clear()
+        self._unsynced.clear()
+        self._finish_reset(snapshot_id)
+
+    def recover(self) -> tuple[SnapshotId | None, list[Batch]]:
+        """The snapshot the log starts after and every batch above it (read from disk)."""
+        batches: list[Batch] = []
+        located = self._locate(self._start_offset)
+        if located is not None:
+            index, position, _ = located
+            for segment in self._segments[index:]:
+                batches.extend(segment.read_batches(position))
+                position = 0
+        return self._snapshot, batches
+
+    # ----------------------------------------------------------- additions
+
+    def begin_flush(self, end_offset: int) -> PendingFlush | None:
+        """Fix the scope of a flush now (everything appended so far); the
+        returned flush's `complete()` does the fsync, on any thread. None when
+        `end_offset` is already durable. Waits for a flush still in flight."""
+        with self._state:
+            self._wait_for_flush()
+            if end_offset <= self._durable_end:
+                return None
+            segments, self._unsynced = self._unsynced, []
+            sync_directory, self._directory_unsynced = self._directory_unsynced, False
+            self._flush_in_flight = True
+            return PendingFlush(self, self.end_offset, segments, sync_directory)
+
+    def read(self, offset: int, max_bytes: int) -> list[Batch]:
+        """Whole batches from the one holding `offset`: at least one, then as
+        many as fit in `max_bytes` of on-disk size, from a single segment (as
+        Kafka does). Empty when `offset` is outside [start_offset, end_offset)."""
+        if offset < self._start_offset:
+            return []
+        located = self._locate(offset)
+        if located is None:
+            return []
+        index, position, _ = located
+        return self._segments[index].read_batches(position, max_bytes)
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        """The largest epoch <= `epoch` in the log and where it ends (KIP-595's
+        diverging-epoch lookup); falls back to the snapshot like the core's log."""
+        found = self._epochs.end_offset_for_epoch(epoch, self.end_offset)
+        if found != UNDEFINED:
+            return found
+        if self._snapshot and self._snapshot.epoch <= epoch:
+            return OffsetAndEpoch(self._snapshot.end_offset, self._snapshot.epoch)
+        return OffsetAndEpoch(0, 0) if self._start_offset == 0 else UNDEFINED
+
+    @property
+    def epoch_entries(self) -> tuple[EpochEntry, ...]:
+        return self._epochs.entries
+
+    @property
+    def segment_paths(self) -> list[Path]:
+        return [segment.path for segment in self._segments]
+
+    def enforce_retention(self, now_ms: int | None = None) -> list[Path]:
+        """Delete the oldest segments wholly below the log start that are past
+        the retention limits; returns the deleted segment files."""
+        with self._state:
+            self._wait_for_flush()
+            return self._enforce_retention(now_ms)
+
+    def _enforce_retention(self, now_ms: int | None) -> list[Path]:
+        retired: list[Segment] = []
+        for segment, following in zip(self._segments, self._segments[1:], strict=False):
+            if following.base_offset > self._start_offset:
+                break
+            retired.append(segment)
+        if not retired:
+            return []
+        now = self._clock() if now_ms is None else now_ms
+        total = sum(segment.size for segment in self._segments)
+        count = self.retention.deletable(
+            [RetiredSegment(s.size, s.last_append_time_ms) for s in retired], total, now
+        )
+        deleted: list[Path] = []
+        for segment in retired[:count]:
+            # Oldest first, so a crash part-way leaves a gap-free log.
+            self._segments.remove(segment)
+            self._drop_segment(segment)
+            deleted.append(segment.path)
+        if deleted:
+            fsync_dir(self.directory)
+        return deleted
+
+    def close(self) -> None:
+        with self._state:
+            self._wait_for_flush()
+            if self._lock_fd is None:
+                return
+            for segment in self._segments:
+                segment.write_index()
+            self._release()
+
+    def __enter__(self) -> FileLogStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _open(self, plan: RecoveryPlan) -> None:
+        for path in plan.leftover_files:
+            path.unlink(missing_ok=True)
+        snapshot = plan.checkpoint.snapshot_id
+        if plan.checkpoint.reset_pending:
+            assert snapshot is not None
+            for base in reversed(plan.segment_bases):
+                (self.directory / log_file_name(base)).unlink()
+                (self.directory / index_file_name(base)).unlink(missing_ok=True)
+            self._finish_reset(snapshot)
+            return
+        self._snapshot = snapshot
+        for scan in plan.scans:
+            self._segments.append(
+                Segment(
+                    self.directory,
+                    scan.base_offset,
+                    self.index_interval_bytes,
+                    next_offset=scan.next_offset,
+                    size=scan.file_size,
+                    index_entries=scan.index_entries,
+                    last_append_time_ms=scan.last_append_time_ms,
+                )
+            )
+        torn = plan.torn_tail
+        if torn is not None:
+            self._segments[-1].truncate(torn.valid_bytes, torn.next_offset)
+        for segment in self._segments:
+            if segment.base_offset in plan.stale_indexes:
+                segment.rewrite_index()
+        if self._segments:
+            # What a crashed process left in the page cache is on disk only
+            # once synced; the tail is the only segment that can hold any.
+            self._segments[-1].sync()
+        else:
+            start = snapshot.end_offset if snapshot else 0
+            self._segments.append(self._new_segment(start))
+        if plan.leftover_files or not plan.scans:
+            fsync_dir(self.directory)
+        self._start_offset = self._compute_start_offset()
+        self._epochs = self._reconcile_epoch_cache(plan.epoch_starts)
+        self._durable_end = self.end_offset
+        self._enforce_retention(None)
+
+    def _reconcile_epoch_cache(self, epoch_starts: list[tuple[int, int]]) -> LeaderEpochCache:
+        """The stored cache if it says what the log says, else one rebuilt from the log."""
+        derived = LeaderEpochCache(self._epochs.path)
+        for epoch, start_offset in epoch_starts:
+            derived.assign(epoch, start_offset)
+        derived.truncate_from_start(self._start_offset, self.end_offset)
+        stored = LeaderEpochCache.load(self._epochs.path)
+        if stored is not None and stored.entries == derived.entries:
+            return stored
+        derived.persist()
+        return derived
+
+    def _finish_reset(self, snapshot_id: SnapshotId) -> None:
+        self._segments = [self._new_segment(snapshot_id.end_offset)]
+        fsync_dir(self.directory)
+        self._snapshot = snapshot_id
+        self._start_offset = snapshot_id.end_offset
+        self._epochs = LeaderEpochCache(self._epochs.path)
+        self._epochs.persist()
+        write_checkpoint(self._checkpoint_path, LogStartCheckpoint(snapshot_id))
+        self._durable_end = snapshot_id.end_offset
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        return Segment(self.directory, base_offset, self.index_interval_bytes, create=True)
+
+    def _append(self, batches: Sequence[Batch]) -> None:
+        encoded = self._validate_and_encode(batches)
+        active = self._segments[-1]
+        size = active.size
+        group: list[Batch] = []
+        group_data: list[tuple[bytes, bytes, bytes]] = []
+        for batch, parts in zip(batches, encoded, strict=True):
+            batch_size = len(parts[0]) + len(parts[1]) + len(parts[2])
+            if size > 0 and size + batch_size > self.segment_bytes:
+                if group:
+                    self._write(active, group, group_data)
+                active = self._roll(batch.base_offset)
+                size, group, group_data = 0, [], []
+            group.append(batch)
+            group_data.append(parts)
+            size += batch_size
+        self._write(active, group, group_data)
+        for batch in batches:
+            self._epochs.assign(batch.epoch, batch.base_offset)
+
+    def _complete_flush(self, flush: PendingFlush) -> None:
+        try:
+            for segment in flush.segments:
+                segment.sync()
+            if flush.sync_directory:
+                fsync_dir(self.directory)
+        except BaseException:
+            with self._state:  # nothing was made durable: keep owing it
+                pending = [s for s in self._unsynced if s not in flush.segments]
+                self._unsynced = flush.segments + pending
+                self._directory_unsynced |= flush.sync_directory
+                self._flush_finished()
+            raise
+        with self._state:
+            self._epochs.persist_if_dirty()  # only after an epoch change: rare
+            self._durable_end = max(self._durable_end, flush.end_offset)
+            self._flush_finished()
+
+    def _wait_for_flush(self) -> None:
+        while self._flush_in_flight:
+            self._flush_idle.wait()
+
+    def _flush_finished(self) -> None:
+        self._flush_in_flight = False
+        self._flush_idle.notify_all()
+
+    def _validate_and_encode(self, batches: Sequence[Batch]) -> list[tuple[bytes, bytes, bytes]]:
+        expected = self.end_offset
+        last_epoch = self._last_epoch()
+        encoded: list[tuple[bytes, bytes, bytes]] = []
+        for batch in batches:
+            if batch.base_offset != expected:
+                raise ValueError(f"append at {batch.base_offset}, log end is {expected}")
+            if not batch.records:
+                raise ValueError(f"batch at {batch.base_offset} has no records")
+            if batch.epoch < last_epoch:
+                raise ValueError(f"batch epoch {batch.epoch} is below the last epoch {last_epoch}")
+            encoded.append(encode_batch_parts(batch))
+            expected = batch.next_offset
+            last_epoch = batch.epoch
+        return encoded
+
+    def _last_epoch(self) -> int:
+        latest = self._epochs.latest_epoch
+        if latest is not None:
+            return latest
+        return self._snapshot.epoch if self._snapshot else -1
+
+    def _write(
+        self, segment: Segment, batches: list[Batch], encoded: list[tuple[bytes, bytes, bytes]]
+    ) -> None:
+        segment.append(batches, encoded)
+        if not self._unsynced or self._unsynced[-1] is not segment:
+            self._unsynced.append(segment)
+
+    def _roll(self, base_offset: int) -> Segment:
+        # Sync the full segment before its successor exists, so a crash can
+        # never leave a later segment behind a torn earlier one.
+        previous = self._segments[-1]
+        previous.sync()
+        previous.write_index()
+        self._forget_unsynced(previous)
+        segment = self._new_segment(base_offset)
+        self._segments.append(segment)
+        self._directory_unsynced = True
+        return segment
+
+    def _forget_unsynced(self, segment: Segment) -> None:
+        self._unsynced = [s for s in self._unsynced if s is not segment]
+
+    def _drop_segment(self, segment: Segment) -> None:
+        self._forget_unsynced(segment)
+        segment.delete()
+
+    def _locate(self, offset: int) -> tuple[int, int, BatchHeader] | None:
+        """(segment index, position, header) of the batch holding `offset`."""
+        index = bisect_right([s.base_offset for s in self._segments], offset) - 1
+        if index < 0:
+            return None
+        found = self._segments[index].locate(offset)
+        if found is None:
+            return None
+        return index, found[0], found[1]
+
+    def _compute_start_offset(self) -> int:
+        if self._snapshot is None:
+            return self._segments[0].base_offset
+        located = self._locate(self._snapshot.end_offset)
+        if located is None:
+            return self._snapshot.end_offset
+        return located[2].base_offset  # a batch may straddle the snapshot end
+
+    def _release(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+
+class PendingFlush:
+    """A flush whose scope `FileLogStore.begin_flush` fixed: `complete()` makes
+    everything below `end_offset` durable. It must be completed exactly once;
+    the log refuses to truncate or delete segments until it is."""
+
+    def __init__(
+        self, log: FileLogStore, end_offset: int, segments: list[Segment], sync_directory: bool
+    ) -> None:
+        self.end_offset = end_offset
+        self.segments = segments
+        self.sync_directory = sync_directory
+        self._log = log
+        self._completed = False
+
+    def complete(self) -> None:
+        if self._completed:
+            raise RuntimeError("flush already completed")
+        self._completed = True
+        self._log._complete_flush(self)
