@@ -9,7 +9,7 @@ PROTOS := $(wildcard proto/*.proto)
 GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
 
-.PHONY: run test setup proto lint bench clean
+.PHONY: run sim test setup proto lint bench clean
 
 setup: $(STAMP) $(GEN_STAMP)
 
@@ -31,6 +31,10 @@ $(GEN_STAMP): $(PROTOS) $(STAMP)
 proto: $(GEN_STAMP)
 
 run: setup
+	@mkdir -p data
+	$(PY) -m quorum.server.launcher --data-dir data
+
+sim: setup
 	@mkdir -p data
 	$(PY) -m quorum.sim.demo --data-dir data
 

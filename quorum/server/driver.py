@@ -5,6 +5,8 @@ durable before the next effect runs (so no vote or new-epoch message leaves
 before its epoch is on disk); appends are written at once; flushes run in a
 worker thread, one at a time, each covering everything appended before it
 started (group commit); proposals made in one loop iteration share a batch.
+Committed records are applied to the state machine as the high watermark moves,
+and snapshots are written and fetched off the loop (see `ReplicatedState`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
@@ -46,16 +48,24 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.node import NotLeaderError, RaftNode
+from quorum.raft.records import SnapshotId
+from quorum.server.replicated_state import ReplicatedState
+from snapshots.api import SnapshotChunk
 
 log = logging.getLogger(__name__)
 
 RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse)
+SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
 class Transport(Protocol):
     """Sends the core's requests to peers; answers come back via `RaftDriver.receive`."""
 
     def send_request(self, destination: int, message: Message) -> None: ...
+
+    async def fetch_snapshot_chunk(
+        self, leader: int, epoch: int, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> SnapshotChunk: ...
 
 
 class ProposalFailed(Exception):
@@ -68,15 +78,38 @@ class _Waiter:
     last_offset: int
     future: asyncio.Future[ProposeResult]
     result: ProposeResult
+    proposed_at: float
 
 
 @dataclass
 class DriverStats:
-    """What the metrics endpoint reads."""
+    """Counters the metrics endpoint reads at scrape time."""
 
     elections: int = 0
     flushes: int = 0
-    commit_latencies_ms: list[float] = field(default_factory=list)
+    records_appended: int = 0
+    fetches_by_replica: dict[int, int] = field(default_factory=dict)
+
+
+class LatencyObserver(Protocol):
+    """Where latencies go as they happen (the Prometheus histograms)."""
+
+    def commit(self, seconds: float) -> None: ...
+
+    def election(self, seconds: float) -> None: ...
+
+    def flush(self, seconds: float) -> None: ...
+
+
+class _NoLatencies:
+    def commit(self, seconds: float) -> None:
+        pass
+
+    def election(self, seconds: float) -> None:
+        pass
+
+    def flush(self, seconds: float) -> None:
+        pass
 
 
 def monotonic_ms() -> int:
@@ -90,6 +123,7 @@ class RaftDriver:
         log_store: LogStore,
         state_store: QuorumStateStore,
         transport: Transport,
+        replicated: ReplicatedState | None = None,
         clock: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
     ) -> None:
@@ -97,13 +131,17 @@ class RaftDriver:
         self.log_store = log_store
         self.state_store = state_store
         self.transport = transport
+        self.replicated = replicated
         self.clock = clock
         snapshot_id, batches = log_store.recover()
         raft_log = RaftLog(snapshot_id)
         for batch in batches:
             raft_log.append(batch)
+        if replicated is not None:
+            replicated.load(snapshot_id)
         self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
         self.stats = DriverStats()
+        self.latencies: LatencyObserver = _NoLatencies()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._process_scheduled = False
@@ -111,8 +149,11 @@ class RaftDriver:
         self._flush_wanted: FlushLog | None = None
         self._waiters: list[_Waiter] = []
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
+        self._background: set[asyncio.Future[None]] = set()
+        self._election_started: float | None = None
         self.on_commit: list[Callable[[int], None]] = []
         self.on_role_change: list[Callable[[RoleChanged], None]] = []
+        self.on_fatal: list[Callable[[str], None]] = []
         self._closed = False
 
     # ----------------------------------------------------------------- control
@@ -135,6 +176,16 @@ class RaftDriver:
                 waiter.future.set_exception(ProposalFailed("controller stopping"))
         for future in self._replies.values():
             future.cancel()
+        for task in list(self._background):
+            task.cancel()
+        # Let a flush or snapshot write in a worker thread finish before the caller
+        # closes the stores under it.
+        while self._flush_running or (self.replicated and self.replicated.snapshot_running):
+            await asyncio.sleep(0.01)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # ------------------------------------------------------------------ events
 
@@ -142,6 +193,9 @@ class RaftDriver:
         """A request or response from a peer, on the loop thread."""
         if self._closed:
             return
+        if isinstance(message, FetchRequest):
+            counts = self.stats.fetches_by_replica
+            counts[source] = counts.get(source, 0) + 1
         self.core.on_message(source, message, self.clock())
         self._schedule_process()
 
@@ -170,11 +224,12 @@ class RaftDriver:
 
     async def propose(self, records: list[bytes]) -> ProposeResult:
         """Append records; returns once they are committed. Raises NotLeaderError."""
-        if self._loop is None:
-            raise RuntimeError("driver not started")
+        if self._loop is None or self._closed:
+            raise RuntimeError("driver not running")
         result = self.core.propose(records, self.clock())
         future: asyncio.Future[ProposeResult] = self._loop.create_future()
-        self._waiters.append(_Waiter(result.epoch, result.last_offset, future, result))
+        waiter = _Waiter(result.epoch, result.last_offset, future, result, time.monotonic())
+        self._waiters.append(waiter)
         self._schedule_process()
         return await future
 
@@ -215,6 +270,7 @@ class RaftDriver:
                 )
             case AppendBatches():
                 self.log_store.append(effect.batches)
+                self.stats.records_appended += sum(len(b.records) for b in effect.batches)
             case TruncateLog():
                 self.log_store.truncate(effect.end_offset)
                 self._fail_waiters_from(effect.end_offset)
@@ -228,25 +284,11 @@ class RaftDriver:
             case SendMessage():
                 self._send(effect.destination, effect.message)
             case HighWatermarkChanged():
-                self._complete_waiters(effect.high_watermark)
-                for callback in self.on_commit:
-                    callback(effect.high_watermark)
+                self._on_committed(effect.high_watermark)
             case RoleChanged():
-                if effect.role is Role.LEADER:
-                    self.stats.elections += 1
-                log.info(
-                    "node %d is %s in epoch %d",
-                    self.config.node_id,
-                    effect.role.value,
-                    effect.epoch,
-                )
-                for role_callback in self.on_role_change:
-                    role_callback(effect)
+                self._on_role_changed(effect)
             case FetchSnapshot():
-                # Snapshot transfer arrives with the snapshot store; until then,
-                # report failure so the follower retries its fetch.
-                self.core.on_snapshot_failed(self.clock())
-                self._schedule_process()
+                self._spawn(self._fetch_snapshot(effect.leader_id, effect.snapshot_id))
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, RESPONSE_TYPES):
@@ -255,6 +297,47 @@ class RaftDriver:
                 future.set_result(message)
         else:
             self.transport.send_request(destination, message)
+
+    def _on_role_changed(self, effect: RoleChanged) -> None:
+        now = time.monotonic()
+        if effect.role in (Role.PROSPECTIVE, Role.CANDIDATE):
+            if self._election_started is None:
+                self._election_started = now
+        elif effect.leader_id is not None and self._election_started is not None:
+            self.latencies.election(now - self._election_started)
+            self._election_started = None
+        if effect.role is Role.LEADER:
+            self.stats.elections += 1
+        log.info(
+            "node %d is %s in epoch %d (leader %s)",
+            self.config.node_id,
+            effect.role.value,
+            effect.epoch,
+            effect.leader_id,
+        )
+        for callback in self.on_role_change:
+            callback(effect)
+
+    def _on_committed(self, high_watermark: int) -> None:
+        self._complete_waiters(high_watermark)
+        if self.replicated is not None:
+            self.replicated.apply_committed(self.core.log, high_watermark)
+            self._maybe_snapshot()
+        for callback in self.on_commit:
+            callback(high_watermark)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _fatal(self, reason: str) -> None:
+        """Storage failed under us: the log is in an unknown state, stop serving."""
+        log.critical("stopping: %s", reason)
+        self._closed = True
+        for callback in self.on_fatal:
+            callback(reason)
 
     # ------------------------------------------------------------------ flushes
 
@@ -268,30 +351,132 @@ class RaftDriver:
         flush, self._flush_wanted = self._flush_wanted, None
         if flush is None:
             return
+        begin = getattr(self.log_store, "begin_flush", None)
+        if begin is None:  # stores without a split flush (the in-memory one)
+            self._flush_running = True
+            task = self._loop.run_in_executor(None, self.log_store.flush, flush.end_offset)
+            task.add_done_callback(lambda done: self._flush_done(flush, flush.end_offset, done))
+            return
+        # The flush's scope is fixed here, on the loop, so appends may go on while
+        # the fsync runs in a worker thread.
+        pending = begin(flush.end_offset)
+        if pending is None:  # already durable
+            self.core.on_flushed(flush.end_offset, flush.generation, self.clock())
+            self._schedule_process()
+            return
         self._flush_running = True
-        task = self._loop.run_in_executor(None, self.log_store.flush, flush.end_offset)
-        task.add_done_callback(lambda done: self._flush_done(flush, done))
+        started = time.monotonic()
+        task = self._loop.run_in_executor(None, pending.complete)
+        end = max(flush.end_offset, pending.end_offset)
+        task.add_done_callback(lambda done: self._flush_done(flush, end, done, started))
 
-    def _flush_done(self, flush: FlushLog, done: asyncio.Future[None]) -> None:
+    def _flush_done(
+        self,
+        flush: FlushLog,
+        end_offset: int,
+        done: asyncio.Future[None],
+        started: float | None = None,
+    ) -> None:
         self._flush_running = False
         if self._closed:
             return
         error = done.exception()
         if error is not None:
-            # A failed fsync leaves the log in an unknown state: stop serving.
-            log.critical("flush failed, stopping: %s", error)
-            self._closed = True
+            self._fatal(f"flush failed: {error}")
             return
         self.stats.flushes += 1
-        self.core.on_flushed(flush.end_offset, flush.generation, self.clock())
+        if started is not None:
+            self.latencies.flush(time.monotonic() - started)
+        self.core.on_flushed(end_offset, flush.generation, self.clock())
         self._process()
         if self._flush_wanted is not None:
             self._start_flush()
+
+    # ---------------------------------------------------------------- snapshots
+
+    def _maybe_snapshot(self) -> None:
+        replicated = self.replicated
+        if replicated is None:
+            return
+        snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
+        if snapshot_id is None:
+            return
+        replicated.snapshot_running = True
+        records = replicated.capture()
+        self._spawn(self._write_snapshot(snapshot_id, records))
+
+    async def _write_snapshot(
+        self, snapshot_id: SnapshotId, records: list[tuple[bytes, bytes]]
+    ) -> None:
+        assert self.replicated is not None and self._loop is not None
+        replicated = self.replicated
+        try:
+            deleted = await self._loop.run_in_executor(
+                None, replicated.write_snapshot, snapshot_id, records
+            )
+        except Exception as err:  # a failed snapshot costs nothing but log length
+            log.error("snapshot %s failed: %s", snapshot_id, err)
+            return
+        finally:
+            replicated.snapshot_running = False
+        if self._closed:
+            return
+        replicated.snapshot_written(snapshot_id, self.clock())
+        log.info(
+            "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
+        )
+        if deleted:
+            log.info("deleted snapshots beyond retention: %s", deleted)
+        if snapshot_id.end_offset <= self.core.high_watermark:
+            self.core.on_snapshot_taken(snapshot_id)
+            self._process()
+        enforce = getattr(self.log_store, "enforce_retention", None)
+        if enforce is not None:
+            await self._loop.run_in_executor(None, enforce)
+
+    async def _fetch_snapshot(self, leader: int, snapshot_id: SnapshotId) -> None:
+        """Download the leader's snapshot in chunks, install it, tell the core."""
+        assert self._loop is not None
+        replicated = self.replicated
+        if replicated is None:
+            self.core.on_snapshot_failed(self.clock())
+            self._schedule_process()
+            return
+        installer = None
+        try:
+            position = 0
+            while True:
+                chunk = await self.transport.fetch_snapshot_chunk(
+                    leader, self.core.epoch, snapshot_id, position, SNAPSHOT_CHUNK_BYTES
+                )
+                if installer is None:
+                    installer = replicated.store.begin_install(snapshot_id, chunk.total_size)
+                installer.write_chunk(chunk.position, chunk.data)
+                position = chunk.position + len(chunk.data)
+                if chunk.last:
+                    break
+            await self._loop.run_in_executor(None, installer.complete)
+            installer = None
+            await self._loop.run_in_executor(None, replicated.install, snapshot_id)
+        except Exception as err:
+            log.warning("fetching snapshot %s from %d failed: %s", snapshot_id, leader, err)
+            if installer is not None:
+                installer.abort()
+            if not self._closed:
+                self.core.on_snapshot_failed(self.clock())
+                self._schedule_process()
+            return
+        if self._closed:
+            return
+        log.info("installed snapshot at offset %d from node %d", snapshot_id.end_offset, leader)
+        self.core.on_snapshot_installed(snapshot_id, self.clock())
+        self._process()
 
     # ------------------------------------------------------------------ waiters
 
     def _complete_waiters(self, high_watermark: int) -> None:
         still: list[_Waiter] = []
+        now = time.monotonic()
         for waiter in self._waiters:
             if waiter.last_offset >= high_watermark:
                 still.append(waiter)
@@ -299,6 +484,7 @@ class RaftDriver:
                 continue
             elif self.core.log.epoch_at(waiter.last_offset) == waiter.epoch:
                 waiter.future.set_result(waiter.result)
+                self.latencies.commit(now - waiter.proposed_at)
             else:
                 waiter.future.set_exception(ProposalFailed("replaced by another leader's entries"))
         self._waiters = still

@@ -1,16 +1,32 @@
-"""Wires one controller together: stores, driver, gRPC server and transport."""
+"""Wires one quorum node together: stores, driver, gRPC server, health, reflection.
+
+The gRPC server carries the Raft protocol, the QuorumLog write service, the
+standard health service (SERVING only while this node knows a leader, so a load
+balancer or Kubernetes probe sends nothing to a node that cannot make progress)
+and server reflection (so `grpcurl` works without the .proto files).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
+from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
+from quorum.raft.effects import RoleChanged
 from quorum.server.driver import RaftDriver
-from quorum.server.transport import GrpcTransport, RaftQuorumServicer
+from quorum.server.replicated_state import ReplicatedState
+from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
+
+SERVICES = tuple(
+    pb.DESCRIPTOR.services_by_name[name].full_name for name in ("RaftQuorum", "QuorumLog")
+)
 
 
 class QuorumNode:
@@ -24,17 +40,38 @@ class QuorumNode:
         cluster_id: str,
         log_store: LogStore,
         state_store: QuorumStateStore,
+        replicated: ReplicatedState | None = None,
+        request_timeout_ms: int = 2000,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
-        self.transport = GrpcTransport(others, cluster_id, config.fetch_max_wait_ms)
-        self.driver = RaftDriver(config, log_store, state_store, self.transport)
+        majority = len(config.voters) // 2 + 1
+        self.transport = GrpcTransport(
+            others, cluster_id, config.fetch_max_wait_ms, request_timeout_ms, majority
+        )
+        self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.transport.driver = self.driver
         self.server = grpc.aio.server()
-        servicer = RaftQuorumServicer(self.driver, cluster_id, config.fetch_max_wait_ms)
-        pb_grpc.add_RaftQuorumServicer_to_server(servicer, self.server)
+        addresses = dict(peers)
+        pb_grpc.add_RaftQuorumServicer_to_server(
+            RaftQuorumServicer(
+                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen
+            ),
+            self.server,
+        )
+        pb_grpc.add_QuorumLogServicer_to_server(
+            QuorumLogServicer(self.driver, cluster_id, addresses), self.server
+        )
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+        )
+        self.driver.on_role_change.append(self._update_health)
         self.port = self.server.add_insecure_port(listen)
+        self._health_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
+        await self._set_health(False)
         await self.server.start()
         self.driver.start()
 
@@ -42,3 +79,19 @@ class QuorumNode:
         await self.driver.stop(resign=resign)
         await self.server.stop(grace=0.2)
         await self.transport.close()
+
+    def _update_health(self, change: RoleChanged) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._set_health(change.leader_id is not None)
+        )
+        self._health_tasks.add(task)
+        task.add_done_callback(self._health_tasks.discard)
+
+    async def _set_health(self, serving: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in ("", *SERVICES):
+            await self.health.set(service, status)

@@ -1,50 +1,88 @@
-"""The gRPC side of the quorum protocol: outgoing calls to peers and the servicer.
+"""The gRPC side of the quorum protocol: outgoing calls to peers and the servicers.
 
 The core speaks in messages; gRPC speaks in calls. Outgoing requests become
 unary calls whose answers are fed back to the driver; incoming calls wait for the
 core's answer addressed to the caller (see `RaftDriver.handle_request`).
+
+Every rejection is a non-OK gRPC status with the Kafka error code in its rich
+details (see `errors.py`): requests from another cluster, malformed requests,
+and protocol answers carrying an error (a fenced epoch, say), whose full answer
+rides along so the calling core still learns the new epoch and leader.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message as ProtoMessage
 
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.raft.effects import Role
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
-    EndQuorumEpochResponse,
     ErrorCode,
     FetchRequest,
-    FetchResponse,
     Message,
     VoteRequest,
-    VoteResponse,
 )
+from quorum.raft.node import NotLeaderError
+from quorum.raft.records import SnapshotId
 from quorum.server.codec import from_proto, to_proto
-from quorum.server.driver import RaftDriver
+from quorum.server.driver import ProposalFailed, RaftDriver
+from quorum.server.errors import rich_status, wire_error
+from snapshots.api import SnapshotChunk
+from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 2.0
+MAX_SNAPSHOT_CHUNK = 4 << 20
+
+_REPLY_TYPE: dict[type, type[ProtoMessage]] = {
+    VoteRequest: pb.VoteResponse,
+    BeginQuorumEpochRequest: pb.BeginQuorumEpochResponse,
+    EndQuorumEpochRequest: pb.EndQuorumEpochResponse,
+    FetchRequest: pb.FetchResponse,
+}
+
+
+class RemoteError(Exception):
+    """A peer rejected a call that has no protocol answer to feed the core."""
 
 
 class GrpcTransport:
-    """One channel per peer; every request is a unary call with a deadline."""
+    """One channel per peer; every request is a unary call with a deadline.
 
-    def __init__(self, peers: Mapping[int, str], cluster_id: str, fetch_max_wait_ms: int) -> None:
+    A peer that answers INCONSISTENT_CLUSTER_ID is remembered: once a majority of
+    the voters have said so, this node is the odd one out and `on_foreign_cluster`
+    fires (the process exits). A lone dissenting peer is that peer's problem.
+    """
+
+    def __init__(
+        self,
+        peers: Mapping[int, str],
+        cluster_id: str,
+        fetch_max_wait_ms: int,
+        request_timeout_ms: int = int(CALL_TIMEOUT_S * 1000),
+        majority: int = 2,
+    ) -> None:
         self._cluster_id = cluster_id
         self._channels = {peer: grpc.aio.insecure_channel(addr) for peer, addr in peers.items()}
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
-        self._fetch_timeout_s = fetch_max_wait_ms / 1000 + CALL_TIMEOUT_S
+        self._call_timeout_s = request_timeout_ms / 1000
+        self._fetch_timeout_s = fetch_max_wait_ms / 1000 + self._call_timeout_s
         self._tasks: set[asyncio.Task[None]] = set()
+        self._majority = majority
+        self.rejected_by: set[int] = set()
         self.driver: RaftDriver | None = None
+        self.on_foreign_cluster: Callable[[set[int]], None] | None = None
 
     def send_request(self, destination: int, message: Message) -> None:
         if destination not in self._stubs:
@@ -62,19 +100,61 @@ class GrpcTransport:
                 case FetchRequest():
                     reply = await stub.Fetch(wire, timeout=self._fetch_timeout_s)
                 case VoteRequest():
-                    reply = await stub.Vote(wire, timeout=CALL_TIMEOUT_S)
+                    reply = await stub.Vote(wire, timeout=self._call_timeout_s)
                 case BeginQuorumEpochRequest():
-                    reply = await stub.BeginQuorumEpoch(wire, timeout=CALL_TIMEOUT_S)
+                    reply = await stub.BeginQuorumEpoch(wire, timeout=self._call_timeout_s)
                 case EndQuorumEpochRequest():
-                    reply = await stub.EndQuorumEpoch(wire, timeout=CALL_TIMEOUT_S)
+                    reply = await stub.EndQuorumEpoch(wire, timeout=self._call_timeout_s)
                 case _:
                     raise TypeError(f"not a request: {message!r}")
         except grpc.aio.AioRpcError as err:
-            if err.code() == grpc.StatusCode.UNAVAILABLE and self.driver is not None:
-                self.driver.peer_unreachable(destination)
-            return
+            reply = self._rejected(destination, message, err)
+            if reply is None:
+                return
         if self.driver is not None:
             self.driver.receive(destination, from_proto(reply))
+
+    def _rejected(self, destination: int, message: Message, err: grpc.aio.AioRpcError) -> Any:
+        """The protocol answer inside a rejection, or None (and act on the error)."""
+        error = wire_error(err)
+        if error.error is ErrorCode.INCONSISTENT_CLUSTER_ID:
+            self._note_foreign(destination, error.message)
+            return None
+        answer = _REPLY_TYPE[type(message)]()
+        if error.unpack(answer):
+            return answer
+        if err.code() == grpc.StatusCode.UNAVAILABLE and self.driver is not None:
+            self.driver.peer_unreachable(destination)
+        elif err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+            log.warning("node %d rejected %s: %s", destination, type(message).__name__, err)
+        return None
+
+    def _note_foreign(self, peer: int, message: str) -> None:
+        if peer not in self.rejected_by:
+            log.error("node %d rejects our cluster id %s: %s", peer, self._cluster_id, message)
+        self.rejected_by.add(peer)
+        if len(self.rejected_by) >= self._majority and self.on_foreign_cluster is not None:
+            self.on_foreign_cluster(set(self.rejected_by))
+
+    async def fetch_snapshot_chunk(
+        self, leader: int, epoch: int, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> SnapshotChunk:
+        request = pb.FetchSnapshotRequest(
+            cluster_id=self._cluster_id,
+            replica_id=self.driver.config.node_id if self.driver else -1,
+            epoch=epoch,
+            snapshot_id=pb.SnapshotId(end_offset=snapshot_id.end_offset, epoch=snapshot_id.epoch),
+            position=position,
+            max_bytes=max_bytes,
+        )
+        try:
+            reply = await self._stubs[leader].FetchSnapshot(
+                request, timeout=10 * self._call_timeout_s
+            )
+        except grpc.aio.AioRpcError as err:
+            error = wire_error(err)
+            raise RemoteError(f"{error.error or err.code()}: {error.message}") from err
+        return SnapshotChunk(snapshot_id, reply.position, reply.data, reply.size)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -83,61 +163,259 @@ class GrpcTransport:
             await channel.close()
 
 
-class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
-    """Checks the cluster id, then lets the core answer."""
+R = TypeVar("R")
 
-    def __init__(self, driver: RaftDriver, cluster_id: str, fetch_max_wait_ms: int) -> None:
+
+class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
+    """Checks the cluster id and the request's shape, then lets the core answer."""
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        cluster_id: str,
+        fetch_max_wait_ms: int,
+        addresses: Mapping[int, str],
+        node_address: str,
+    ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
+        self._addresses = dict(addresses)
+        self._node_address = node_address
 
-    def _foreign(self, cluster_id: str) -> bool:
-        return cluster_id != self._cluster_id
+    # ------------------------------------------------------------- rejections
 
-    def _epoch(self) -> int:
-        return self._driver.core.epoch
+    def _hint(self) -> dict[str, str]:
+        core = self._driver.core
+        hint = {"epoch": str(core.epoch), "leader_id": str(core.leader_id or -1)}
+        if core.leader_id is not None and core.leader_id in self._addresses:
+            hint["leader_address"] = self._addresses[core.leader_id]
+        return hint
 
-    async def _answer(self, source: int, request: Message, wait_s: float) -> object:
-        answer = await self._driver.handle_request(source, request, wait_s)
-        return to_proto(answer, self._cluster_id)
+    async def _reject(self, context: Any, error: ErrorCode, message: str) -> Any:
+        await context.abort_with_status(rich_status(error, message, self._hint()))
 
-    async def Vote(self, request: pb.VoteRequest, context: object) -> pb.VoteResponse:
-        if self._foreign(request.cluster_id):
-            rejected = VoteResponse(
-                self._epoch(), False, None, request.pre_vote, ErrorCode.INCONSISTENT_CLUSTER_ID
+    async def _check(
+        self, context: Any, cluster_id: str, problems: list[str], sender: int | None = None
+    ) -> None:
+        """Reject (changing nothing) a foreign, malformed or unknown-sender request."""
+        if cluster_id != self._cluster_id:
+            await self._reject(
+                context,
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
+                f"request for cluster {cluster_id!r}, this is cluster {self._cluster_id!r}",
             )
-            return to_proto(rejected, self._cluster_id)  # type: ignore[return-value]
+        if problems:
+            await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
+        if sender is not None and sender not in self._driver.config.voters:
+            await self._reject(
+                context,
+                ErrorCode.INCONSISTENT_VOTER_SET,
+                f"node {sender} is not a voter of this quorum "
+                f"(voters {sorted(self._driver.config.voters)})",
+            )
+        if self._driver.closed:
+            await self._reject(context, ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+
+    async def _answer(self, context: Any, source: int, request: Message, wait_s: float) -> Any:
+        answer = await self._driver.handle_request(source, request, wait_s)
+        wire = to_proto(answer, self._cluster_id)
+        error = getattr(answer, "error", ErrorCode.NONE)
+        if error is not ErrorCode.NONE:
+            await context.abort_with_status(
+                rich_status(
+                    error, f"{error.name} in epoch {self._driver.core.epoch}", self._hint(), wire
+                )
+            )
+        return wire
+
+    # ------------------------------------------------------------------- RPCs
+
+    async def Vote(self, request: pb.VoteRequest, context: Any) -> pb.VoteResponse:
+        problems = _negative(
+            candidate_epoch=request.candidate_epoch,
+            candidate_id=request.candidate_id,
+            last_offset=request.last_offset,
+            last_offset_epoch=request.last_offset_epoch,
+        )
+        await self._check(context, request.cluster_id, problems, request.candidate_id)
         msg = from_proto(request)
-        return await self._answer(request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[return-value]
+        return await self._answer(context, request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
     async def BeginQuorumEpoch(
-        self, request: pb.BeginQuorumEpochRequest, context: object
+        self, request: pb.BeginQuorumEpochRequest, context: Any
     ) -> pb.BeginQuorumEpochResponse:
-        if self._foreign(request.cluster_id):
-            rejected = BeginQuorumEpochResponse(
-                self._epoch(), None, ErrorCode.INCONSISTENT_CLUSTER_ID
-            )
-            return to_proto(rejected, self._cluster_id)  # type: ignore[return-value]
+        problems = _negative(leader_epoch=request.leader_epoch, leader_id=request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id)
         msg = from_proto(request)
-        return await self._answer(request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[return-value]
+        return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
     async def EndQuorumEpoch(
-        self, request: pb.EndQuorumEpochRequest, context: object
+        self, request: pb.EndQuorumEpochRequest, context: Any
     ) -> pb.EndQuorumEpochResponse:
-        if self._foreign(request.cluster_id):
-            rejected = EndQuorumEpochResponse(
-                self._epoch(), None, ErrorCode.INCONSISTENT_CLUSTER_ID
-            )
-            return to_proto(rejected, self._cluster_id)  # type: ignore[return-value]
+        problems = _negative(leader_epoch=request.leader_epoch, leader_id=request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id)
         msg = from_proto(request)
-        return await self._answer(request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[return-value]
+        return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
-    async def Fetch(self, request: pb.FetchRequest, context: object) -> pb.FetchResponse:
-        if self._foreign(request.cluster_id):
-            core = self._driver.core
-            rejected = FetchResponse(
-                core.epoch, None, 0, 0, error=ErrorCode.INCONSISTENT_CLUSTER_ID
-            )
-            return to_proto(rejected, self._cluster_id)  # type: ignore[return-value]
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+        problems = _negative(
+            replica_id=request.replica_id,
+            epoch=request.epoch,
+            fetch_offset=request.fetch_offset,
+            last_fetched_epoch=request.last_fetched_epoch,
+        )
+        await self._check(context, request.cluster_id, problems)
         msg = from_proto(request)
-        return await self._answer(request.replica_id, msg, self._fetch_wait_s)  # type: ignore[return-value]
+        return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
+
+    async def FetchSnapshot(
+        self, request: pb.FetchSnapshotRequest, context: Any
+    ) -> pb.FetchSnapshotResponse:
+        problems = _negative(
+            replica_id=request.replica_id,
+            epoch=request.epoch,
+            position=request.position,
+            end_offset=request.snapshot_id.end_offset,
+        )
+        if request.max_bytes <= 0:
+            problems.append(f"max_bytes must be positive, got {request.max_bytes}")
+        await self._check(context, request.cluster_id, problems)
+        core = self._driver.core
+        if request.epoch < core.epoch:
+            await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")
+        if request.epoch > core.epoch:
+            await self._reject(context, ErrorCode.UNKNOWN_LEADER_EPOCH, "epoch not known yet")
+        if core.role is not Role.LEADER:
+            await self._reject(context, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
+        replicated = self._driver.replicated
+        if replicated is None:
+            await self._reject(
+                context, ErrorCode.SNAPSHOT_NOT_FOUND, "this node keeps no snapshots"
+            )
+        assert replicated is not None
+        wanted = SnapshotId(request.snapshot_id.end_offset, request.snapshot_id.epoch)
+        max_bytes = min(request.max_bytes, MAX_SNAPSHOT_CHUNK)
+        loop = asyncio.get_running_loop()
+        try:
+            chunk = await loop.run_in_executor(
+                None, replicated.store.read_chunk, wanted, request.position, max_bytes
+            )
+        except SnapshotNotFoundError:
+            await self._reject(context, ErrorCode.SNAPSHOT_NOT_FOUND, f"no snapshot {wanted}")
+        except ValueError as err:
+            await self._reject(context, ErrorCode.POSITION_OUT_OF_RANGE, str(err))
+        return pb.FetchSnapshotResponse(
+            epoch=core.epoch,
+            leader_id=core.leader_id if core.leader_id is not None else -1,
+            snapshot_id=request.snapshot_id,
+            size=chunk.total_size,
+            position=chunk.position,
+            data=chunk.data,
+        )
+
+    async def DescribeQuorum(
+        self, request: pb.DescribeQuorumRequest, context: Any
+    ) -> pb.DescribeQuorumResponse:
+        await self._check(context, request.cluster_id, [])
+        return describe_quorum(self._driver, self._addresses)
+
+
+def describe_quorum(driver: RaftDriver, addresses: Mapping[int, str]) -> pb.DescribeQuorumResponse:
+    """This node's view; the replica lists only when it leads (as Kafka's tool shows)."""
+    core = driver.core
+    now_ms = driver.clock()
+    wall_ms = int(time.time() * 1000)
+
+    def wall(ts: int | None) -> int:
+        return -1 if ts is None else wall_ms - (now_ms - ts)
+
+    out = pb.DescribeQuorumResponse(
+        node_id=driver.config.node_id,
+        leader_id=core.leader_id if core.leader_id is not None else -1,
+        leader_epoch=core.epoch,
+        high_watermark=core.high_watermark,
+        role=core.role.value,
+        log_start_offset=core.log.start_offset,
+        log_end_offset=core.log.end_offset,
+        leader_address=addresses.get(core.leader_id, "") if core.leader_id is not None else "",
+    )
+    if driver.replicated is not None:
+        out.applied_offset = driver.replicated.image.applied_offset
+        out.image_digest = driver.replicated.image.digest()
+    if core.role is Role.LEADER:
+        me = pb.ReplicaState(
+            replica_id=driver.config.node_id,
+            log_end_offset=core.flushed_end,
+            last_fetch_timestamp_ms=wall_ms,
+            last_caught_up_timestamp_ms=wall_ms,
+            address=addresses.get(driver.config.node_id, ""),
+        )
+        out.current_voters.append(me)
+        for replica, progress in sorted(core.replica_progress().items()):
+            state = pb.ReplicaState(
+                replica_id=replica,
+                log_end_offset=progress.end_offset,
+                last_fetch_timestamp_ms=wall(progress.last_fetch_ms),
+                last_caught_up_timestamp_ms=wall(progress.last_caught_up_ms),
+                address=addresses.get(replica, ""),
+            )
+            voters = driver.config.voters
+            (out.current_voters if replica in voters else out.observers).append(state)
+    return out
+
+
+class QuorumLogServicer(pb_grpc.QuorumLogServicer):
+    """Durable replicated writes of opaque records (the bench and tests use it)."""
+
+    def __init__(self, driver: RaftDriver, cluster_id: str, addresses: Mapping[int, str]) -> None:
+        self._driver = driver
+        self._cluster_id = cluster_id
+        self._addresses = dict(addresses)
+
+    def _not_leader(self, leader_id: int | None) -> grpc.Status:
+        hint = {"epoch": str(self._driver.core.epoch), "leader_id": str(leader_id or -1)}
+        if leader_id is not None and leader_id in self._addresses:
+            hint["leader_address"] = self._addresses[leader_id]
+        where = f"node {leader_id} at {hint.get('leader_address', '?')}" if leader_id else "unknown"
+        return rich_status(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"node {self._driver.config.node_id} is not the leader; leader: {where}",
+            hint,
+        )
+
+    async def Write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
+        if request.cluster_id != self._cluster_id:
+            await context.abort_with_status(
+                rich_status(
+                    ErrorCode.INCONSISTENT_CLUSTER_ID,
+                    f"request for cluster {request.cluster_id!r}, "
+                    f"this is cluster {self._cluster_id!r}",
+                )
+            )
+        if not request.records:
+            await context.abort_with_status(
+                rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
+            )
+        if self._driver.closed:
+            await context.abort_with_status(
+                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+            )
+        try:
+            result = await self._driver.propose(list(request.records))
+        except NotLeaderError as err:
+            await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalFailed:
+            await context.abort_with_status(self._not_leader(self._driver.core.leader_id))
+        return pb.WriteResponse(
+            epoch=result.epoch,
+            base_offset=result.first_offset,
+            last_offset=result.last_offset,
+            leader_id=self._driver.config.node_id,
+        )
+
+
+def _negative(**fields: int) -> list[str]:
+    return [
+        f"{name} must not be negative, got {value}" for name, value in fields.items() if value < 0
+    ]

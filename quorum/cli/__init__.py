@@ -1,0 +1,1 @@
+"""`quorumctl`, the operator's command line: one click group per module."""

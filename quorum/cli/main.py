@@ -1,0 +1,62 @@
+"""`quorumctl`: the entry point that gathers the command groups.
+
+Each group lives in its own module and is attached here with
+``cli.add_command(...)``, so a new group touches one import and one line.
+
+Exit codes: 0 on success, 1 when a request or operation fails (the reason on
+stderr, no traceback), 2 on usage errors (click's convention).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from quorum.cli.storage import storage
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Administer a KRaft-style metadata quorum.
+
+    \b
+    Example:
+      quorumctl storage format --cluster-id "$(quorumctl storage random-uuid)" \\
+          --config data/config/controller-1.properties
+
+    \b
+    Shell completion (bash; use zsh_source or fish_source for those shells):
+      eval "$(_QUORUMCTL_COMPLETE=bash_source quorumctl)"
+    """
+
+
+cli.add_command(storage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `quorumctl` with `argv` (default: the command line); return the exit code.
+
+    Click runs in standalone mode, so it reports usage errors, failures, Ctrl-C
+    and a closed stdout pipe the way users expect; its final `sys.exit` is
+    turned into a return value so the function can also be called in-process.
+    """
+    try:
+        cli.main(args=argv, prog_name="quorumctl")
+    except SystemExit as done:
+        code = done.code
+        if code is None:
+            return EXIT_OK
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

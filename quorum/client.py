@@ -1,0 +1,157 @@
+"""An asyncio client for a quorum: finds the leader by itself and follows it.
+
+Writes go to the last known leader. A NOT_LEADER_OR_FOLLOWER answer names the
+new leader (id and address) and the client goes straight there; a refused
+connection or an attempt that outlives `attempt_timeout_s` moves on to the next
+bootstrap address at once. There is no fixed back-off: the only pause is a few
+milliseconds after a whole round in which nobody knew a leader (an election is
+under way), so a failover costs the election and nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from quorum.gen import raft_pb2 as pb
+from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.raft.messages import ErrorCode
+from quorum.server.errors import WireError, wire_error
+
+ROUND_PAUSE_S = 0.005
+
+
+class QuorumClientError(Exception):
+    """A request the quorum refused for good (wrong cluster id, invalid request)."""
+
+    def __init__(self, error: WireError) -> None:
+        name = error.error.name if error.error else error.status.name
+        super().__init__(f"{name}: {error.message}")
+        self.error = error
+
+
+class QuorumUnavailableError(Exception):
+    """No leader accepted the request before the deadline."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    epoch: int
+    base_offset: int
+    last_offset: int
+    leader_id: int | None
+
+
+class QuorumClient:
+    def __init__(self, bootstrap: Sequence[str], cluster_id: str) -> None:
+        if not bootstrap:
+            raise ValueError("at least one bootstrap address is needed")
+        self.bootstrap = list(bootstrap)
+        self.cluster_id = cluster_id
+        self.leader_id: int | None = None
+        self._leader_address: str | None = None
+        self._next = 0
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+        return channel
+
+    def _target(self) -> str:
+        if self._leader_address is not None:
+            return self._leader_address
+        address = self.bootstrap[self._next % len(self.bootstrap)]
+        self._next += 1
+        return address
+
+    def _forget_leader(self) -> None:
+        self.leader_id = None
+        self._leader_address = None
+
+    async def write(
+        self,
+        records: Sequence[bytes],
+        attempt_timeout_s: float | None = None,
+        deadline_s: float = 10.0,
+    ) -> WriteResult:
+        """Append records durably on a majority; returns once they are committed."""
+        request = pb.WriteRequest(cluster_id=self.cluster_id, records=list(records))
+        give_up = time.monotonic() + deadline_s
+        tried_without_leader = 0
+        last_error = "no attempt made"
+        while time.monotonic() < give_up:
+            address = self._target()
+            stub = pb_grpc.QuorumLogStub(self._channel(address))
+            timeout = max(0.001, give_up - time.monotonic())
+            if attempt_timeout_s is not None:
+                timeout = min(timeout, attempt_timeout_s)
+            try:
+                reply = await stub.Write(request, timeout=timeout)
+            except grpc.aio.AioRpcError as err:
+                error = wire_error(err)
+                last_error = f"{address}: {error.error.name if error.error else err.code().name}"
+                if error.error in (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.INVALID_REQUEST):
+                    raise QuorumClientError(error) from err
+                hint = error.leader_address
+                if error.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and hint and hint != address:
+                    self.leader_id = error.leader_id
+                    self._leader_address = hint
+                    continue
+                self._forget_leader()
+                tried_without_leader += 1
+                if tried_without_leader % len(self.bootstrap) == 0:
+                    await asyncio.sleep(ROUND_PAUSE_S)
+                continue
+            self._leader_address = address
+            self.leader_id = reply.leader_id
+            return WriteResult(reply.epoch, reply.base_offset, reply.last_offset, reply.leader_id)
+        raise QuorumUnavailableError(
+            f"no leader accepted the write in {deadline_s}s ({last_error})"
+        )
+
+    async def describe_quorum(
+        self, address: str | None = None, timeout_s: float = 2.0
+    ) -> pb.DescribeQuorumResponse:
+        """The quorum as the leader sees it, or as the node at `address` sees it."""
+        if address is not None:
+            return await self._describe(address, timeout_s)
+        targets = [self._leader_address] if self._leader_address else []
+        targets += self.bootstrap
+        last: Exception | None = None
+        for target in targets:
+            try:
+                reply = await self._describe(target, timeout_s)
+                if reply.role != "leader" and reply.leader_address not in ("", target):
+                    reply = await self._describe(reply.leader_address, timeout_s)
+            except grpc.aio.AioRpcError as err:
+                last = err
+                continue
+            if reply.role == "leader":
+                self._leader_address = reply.leader_address or target
+                self.leader_id = reply.leader_id
+                return reply
+            last = QuorumUnavailableError(f"{target} knows no active leader")
+        raise QuorumUnavailableError(f"no leader answered DescribeQuorum (tried {targets}): {last}")
+
+    async def _describe(self, address: str, timeout_s: float) -> pb.DescribeQuorumResponse:
+        stub = pb_grpc.RaftQuorumStub(self._channel(address))
+        request = pb.DescribeQuorumRequest(cluster_id=self.cluster_id)
+        try:
+            reply: pb.DescribeQuorumResponse = await stub.DescribeQuorum(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError as err:
+            error = wire_error(err)
+            if error.error is ErrorCode.INCONSISTENT_CLUSTER_ID:
+                raise QuorumClientError(error) from err
+            raise
+        return reply
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()

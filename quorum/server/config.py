@@ -1,0 +1,532 @@
+"""Controller configuration: a Java properties file in Kafka's conventions.
+
+Operators of Kafka's KRaft controllers already know these keys, so we read the
+same file format with the same names and defaults instead of inventing our own.
+
+Kafka's keys (same meaning, same default):
+
+=============================================  =========================================
+``node.id``                                    required, >= 0
+``process.roles``                              required: ``controller`` (a voter) or
+                                               ``broker`` (here: an observer that follows
+                                               the log); combined mode is refused
+``controller.quorum.voters``                   required: ``1@host:9093,2@host:9094,...``
+``listeners``                                  required: ``CONTROLLER://host:port``
+                                               (an empty host binds every interface)
+``controller.listener.names``                  ``CONTROLLER``; the first name is used
+``metadata.log.dir``                           required
+``controller.quorum.election.timeout.ms``      1000
+``controller.quorum.fetch.timeout.ms``         2000
+``controller.quorum.election.backoff.max.ms``  1000
+``controller.quorum.request.timeout.ms``       2000
+``controller.quorum.retry.backoff.ms``         20
+``metadata.log.segment.bytes``                 1 GiB (our minimum is 8 KiB, Kafka's 8 MiB,
+                                               so tests can roll segments cheaply)
+``metadata.log.segment.ms``                    7 days
+``metadata.max.retention.bytes``               100 MiB (-1: unlimited)
+``metadata.max.retention.ms``                  7 days (-1: unlimited)
+``metadata.snapshot.max.new.record.bytes``     20 MiB
+``metadata.snapshot.max.interval.ms``          1 hour (0: no time-based snapshots)
+=============================================  =========================================
+
+Ours (Kafka has no such key):
+
+=============================================  =========================================
+``controller.quorum.fetch.max.wait.ms``        500: how long the leader parks a fetch
+                                               that has nothing new (fixed in Kafka)
+``metrics.listener``                           unset: ``http://host:port`` of the
+                                               Prometheus endpoint (Kafka uses JMX)
+``metadata.snapshot.retain.count``             2: snapshots kept on disk, newest first
+``log.level``                                  INFO (``WARN``/``FATAL`` accepted as the
+                                               log4j spellings)
+=============================================  =========================================
+
+Everything is checked before the process does anything: an unknown key (with the
+closest known one suggested, since a misspelt timeout would otherwise silently
+fall back to its default), a key given twice in a file, a value the key does not
+take, or settings that contradict each other raise `ConfigError`, whose `key`
+names the offending property and whose message always contains it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import javaproperties
+
+__all__ = [
+    "KAFKA_KEYS",
+    "KNOWN_KEYS",
+    "OUR_KEYS",
+    "ConfigError",
+    "ControllerConfig",
+    "Endpoint",
+    "load_config",
+    "parse_config",
+    "render_properties",
+]
+
+KAFKA_KEYS: tuple[str, ...] = (
+    "node.id",
+    "process.roles",
+    "controller.quorum.voters",
+    "listeners",
+    "controller.listener.names",
+    "metadata.log.dir",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+    "metadata.log.segment.bytes",
+    "metadata.log.segment.ms",
+    "metadata.max.retention.bytes",
+    "metadata.max.retention.ms",
+    "metadata.snapshot.max.new.record.bytes",
+    "metadata.snapshot.max.interval.ms",
+)
+OUR_KEYS: tuple[str, ...] = (
+    "controller.quorum.fetch.max.wait.ms",
+    "metrics.listener",
+    "metadata.snapshot.retain.count",
+    "log.level",
+)
+KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS
+
+CONTROLLER = "controller"
+BROKER = "broker"
+DEFAULT_LISTENER_NAME = "CONTROLLER"
+MIN_SEGMENT_BYTES = 8 * 1024
+INT_MAX = 2**31 - 1  # Kafka's INT settings
+LONG_MAX = 2**63 - 1  # Kafka's LONG settings
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() would also take "1_000" or "٣"
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\.?")  # trailing dot: FQDN
+_ANY_HOST = "0.0.0.0"
+
+
+class ConfigError(Exception):
+    """A property is unknown, malformed or contradicts another.
+
+    `key` is the property to fix (``config`` when the file itself cannot be
+    read), so callers can point at it; the message always contains it too.
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message if key in message else f"{key}: {message}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A host and port as written in the configuration."""
+
+    host: str
+    port: int
+
+    def address(self) -> str:
+        """``host:port``, with an IPv6 host in brackets so the port stays unambiguous."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    """One controller's (or observer's) validated settings.
+
+    Keyword-only, because twenty integers in a row are too easy to misplace.
+    """
+
+    node_id: int
+    process_roles: tuple[str, ...]
+    voters: dict[int, Endpoint]
+    listener: Endpoint
+    advertised: Endpoint
+    metadata_log_dir: Path
+    election_timeout_ms: int
+    fetch_timeout_ms: int
+    election_backoff_max_ms: int
+    request_timeout_ms: int
+    retry_backoff_ms: int
+    fetch_max_wait_ms: int
+    metrics_listener: Endpoint | None = None
+    log_segment_bytes: int
+    log_segment_ms: int
+    max_retention_bytes: int
+    max_retention_ms: int
+    snapshot_max_new_record_bytes: int
+    snapshot_max_interval_ms: int
+    snapshot_retain_count: int
+    log_level: str = "INFO"
+    source: Path | None = None
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this node votes (a controller) rather than only follows the log."""
+        return self.node_id in self.voters
+
+    def as_properties(self) -> dict[str, str]:
+        """Every key with its effective value, defaults included.
+
+        What the node actually runs with, for its startup log and `describe`;
+        `parse_config` of the result gives back an equal configuration.
+        """
+        voters = ",".join(f"{n}@{e.address()}" for n, e in sorted(self.voters.items()))
+        props = {
+            "node.id": str(self.node_id),
+            "process.roles": ",".join(self.process_roles),
+            "controller.quorum.voters": voters,
+            "listeners": f"{DEFAULT_LISTENER_NAME}://{self.listener.address()}",
+            "controller.listener.names": DEFAULT_LISTENER_NAME,
+            "metadata.log.dir": str(self.metadata_log_dir),
+        }
+        for key, spec in _INT_KEYS.items():
+            props[key] = str(getattr(self, spec.field))
+        props["metrics.listener"] = (
+            f"http://{self.metrics_listener.address()}" if self.metrics_listener else ""
+        )
+        props["log.level"] = self.log_level
+        return props
+
+
+@dataclass(frozen=True)
+class _IntSpec:
+    field: str
+    default: int
+    minimum: int
+    maximum: int = INT_MAX
+
+
+_DAY_MS = 24 * 3600 * 1000
+_INT_KEYS: dict[str, _IntSpec] = {
+    "controller.quorum.election.timeout.ms": _IntSpec("election_timeout_ms", 1000, 1),
+    "controller.quorum.fetch.timeout.ms": _IntSpec("fetch_timeout_ms", 2000, 1),
+    "controller.quorum.election.backoff.max.ms": _IntSpec("election_backoff_max_ms", 1000, 1),
+    "controller.quorum.request.timeout.ms": _IntSpec("request_timeout_ms", 2000, 1),
+    "controller.quorum.retry.backoff.ms": _IntSpec("retry_backoff_ms", 20, 0),
+    "controller.quorum.fetch.max.wait.ms": _IntSpec("fetch_max_wait_ms", 500, 0),
+    "metadata.log.segment.bytes": _IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
+    "metadata.log.segment.ms": _IntSpec("log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
+    "metadata.max.retention.bytes": _IntSpec("max_retention_bytes", 100 << 20, -1, LONG_MAX),
+    "metadata.max.retention.ms": _IntSpec("max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX),
+    "metadata.snapshot.max.new.record.bytes": _IntSpec(
+        "snapshot_max_new_record_bytes", 20 << 20, 1, LONG_MAX
+    ),
+    "metadata.snapshot.max.interval.ms": _IntSpec(
+        "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
+    ),
+    "metadata.snapshot.retain.count": _IntSpec("snapshot_retain_count", 2, 1),
+}
+
+
+def load_config(path: Path | str) -> ControllerConfig:
+    """Read and validate a properties file.
+
+    A file that cannot be read or parsed is reported as key ``config``; a key
+    given twice is an error (Java would silently keep the last one, hiding an
+    edit that did not take effect).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        elements = list(javaproperties.parse(text))
+    except OSError as err:
+        raise ConfigError("config", f"cannot read config file {path}: {err.strerror}") from err
+    except ValueError as err:  # undecodable bytes, a bad \u escape
+        raise ConfigError("config", f"config file {path} is not a properties file: {err}") from err
+    props: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    line = 1
+    for element in elements:
+        if isinstance(element, javaproperties.KeyValue):
+            if element.key in props:
+                raise ConfigError(
+                    element.key,
+                    f"{element.key} is set twice in {path} "
+                    f"(lines {first_line[element.key]} and {line})",
+                )
+            props[element.key] = element.value
+            first_line[element.key] = line
+        line += len(element.source.splitlines())
+    return parse_config(props, source=path)
+
+
+def parse_config(props: Mapping[str, str], source: Path | None = None) -> ControllerConfig:
+    """Validate properties (as read from a file) into a `ControllerConfig`."""
+    props = {k.strip(): v.strip() for k, v in props.items()}
+    for key in props:
+        if key not in KNOWN_KEYS:
+            close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(key, f"unknown property '{key}'{hint}")
+
+    node_id = _integer(props, "node.id", _IntSpec("node_id", -1, 0), required=True)
+    roles = _roles(props.get("process.roles", ""))
+    voters = _voters(props.get("controller.quorum.voters", ""))
+    listener = _listener(props)
+    log_dir = props.get("metadata.log.dir", "")
+    if not log_dir:
+        raise ConfigError("metadata.log.dir", "is required: the metadata log directory")
+    ints = {spec.field: _integer(props, key, spec) for key, spec in _INT_KEYS.items()}
+    raw_metrics = props.get("metrics.listener", "")
+    metrics = _url("metrics.listener", raw_metrics) if raw_metrics else None
+    level = _log_level(props.get("log.level", "") or "INFO")
+
+    if roles == (CONTROLLER,):
+        if node_id not in voters:
+            raise ConfigError(
+                "node.id",
+                f"node.id {node_id} is not in controller.quorum.voters "
+                f"({', '.join(map(str, sorted(voters)))}): a controller must be a voter. "
+                "To follow the log as an observer, set process.roles=broker",
+            )
+        if voters[node_id].port != listener.port:
+            raise ConfigError(
+                "listeners",
+                f"listeners port {listener.port} differs from the port of node {node_id} "
+                f"in controller.quorum.voters ({voters[node_id].address()}); peers would "
+                "dial a port nobody listens on",
+            )
+    else:
+        if node_id in voters:
+            raise ConfigError(
+                "process.roles",
+                f"process.roles=broker, but node.id {node_id} is in "
+                "controller.quorum.voters: a voter must be a controller",
+            )
+        for voter, endpoint in voters.items():
+            if _same_endpoint(endpoint, listener):
+                raise ConfigError(
+                    "listeners",
+                    f"listeners {listener.address()} is voter {voter}'s address "
+                    "in controller.quorum.voters",
+                )
+    if metrics is not None and _same_endpoint(metrics, listener):
+        raise ConfigError(
+            "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
+        )
+    _check_timeouts(ints)
+
+    return ControllerConfig(
+        node_id=node_id,
+        process_roles=roles,
+        voters=voters,
+        listener=listener,
+        advertised=voters.get(node_id, listener),
+        metadata_log_dir=Path(log_dir),
+        election_timeout_ms=ints["election_timeout_ms"],
+        fetch_timeout_ms=ints["fetch_timeout_ms"],
+        election_backoff_max_ms=ints["election_backoff_max_ms"],
+        request_timeout_ms=ints["request_timeout_ms"],
+        retry_backoff_ms=ints["retry_backoff_ms"],
+        fetch_max_wait_ms=ints["fetch_max_wait_ms"],
+        metrics_listener=metrics,
+        log_segment_bytes=ints["log_segment_bytes"],
+        log_segment_ms=ints["log_segment_ms"],
+        max_retention_bytes=ints["max_retention_bytes"],
+        max_retention_ms=ints["max_retention_ms"],
+        snapshot_max_new_record_bytes=ints["snapshot_max_new_record_bytes"],
+        snapshot_max_interval_ms=ints["snapshot_max_interval_ms"],
+        snapshot_retain_count=ints["snapshot_retain_count"],
+        log_level=level,
+        source=source,
+    )
+
+
+def render_properties(props: Mapping[str, str], header: str | None = None) -> str:
+    """A properties file's text: `header` as ``#`` comments, then the keys in order.
+
+    Values are escaped only where reading them back would change them, so
+    ``host:port`` and ``1@host:9093`` stay readable for the operator who opens
+    the file (javaproperties would also escape every colon).
+    """
+    lines = [f"# {line}".rstrip() for line in (header or "").splitlines()]
+    lines += [f"{javaproperties.escape(k)}={_escape_value(v)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _escape_value(value: str) -> str:
+    out: list[str] = []
+    leading = True
+    for char in value:
+        if leading and char in " \t\f":
+            # Java strips whitespace before a value; an escaped one is kept.
+            out.append({" ": "\\ ", "\t": "\\t", "\f": "\\f"}[char])
+            continue
+        leading = False
+        if char == "\\":
+            out.append("\\\\")
+        elif char in "\n\r\t\f":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[char])
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append(f"\\u{ord(char):04x}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _integer(
+    props: Mapping[str, str], key: str, spec: _IntSpec, *, required: bool = False
+) -> int:
+    raw = props.get(key)
+    if raw is None:
+        if required:
+            raise ConfigError(key, "is required")
+        return spec.default
+    if not _INTEGER.fullmatch(raw):
+        raise ConfigError(key, f"must be an integer, got {raw!r}")
+    value = int(raw)
+    if value < spec.minimum:
+        raise ConfigError(key, f"must be at least {spec.minimum}, got {value}")
+    if value > spec.maximum:
+        raise ConfigError(key, f"must be at most {spec.maximum}, got {value}")
+    return value
+
+
+def _roles(raw: str) -> tuple[str, ...]:
+    key = "process.roles"
+    roles = [r.strip() for r in raw.split(",")] if raw else []
+    if not roles:
+        raise ConfigError(key, "is required: controller, or broker for an observer")
+    for role in roles:
+        if role not in (CONTROLLER, BROKER):
+            raise ConfigError(key, f"unknown role {role!r} (expected controller or broker)")
+    if len(set(roles)) != len(roles):
+        raise ConfigError(key, f"lists a role twice: {raw!r}")
+    if len(roles) > 1:
+        raise ConfigError(
+            key,
+            "combined mode (broker,controller) is not supported: run the controller and "
+            "the observer as separate processes",
+        )
+    return (roles[0],)
+
+
+def _voters(raw: str) -> dict[int, Endpoint]:
+    key = "controller.quorum.voters"
+    if not raw:
+        raise ConfigError(key, "is required, e.g. 1@127.0.0.1:9093,2@127.0.0.1:9094")
+    voters: dict[int, Endpoint] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        node, at, address = entry.partition("@")
+        if not at:
+            raise ConfigError(key, f"entry {entry!r} is not id@host:port")
+        if not re.fullmatch(r"[0-9]+", node.strip()):
+            raise ConfigError(key, f"entry {entry!r} does not start with a node id >= 0")
+        node_id = int(node)
+        if node_id > INT_MAX:
+            raise ConfigError(key, f"entry {entry!r} has a node id above {INT_MAX}")
+        endpoint = _host_port(key, address.strip())
+        if node_id in voters:
+            raise ConfigError(key, f"node {node_id} appears twice")
+        for other, known in voters.items():
+            if _same_endpoint(known, endpoint):
+                raise ConfigError(
+                    key, f"nodes {other} and {node_id} share the address {endpoint.address()}"
+                )
+        voters[node_id] = endpoint
+    return voters
+
+
+def _listener(props: Mapping[str, str]) -> Endpoint:
+    """The listener named first in controller.listener.names (Kafka uses the first)."""
+    names = [n.strip().upper() for n in props.get("controller.listener.names", "").split(",")]
+    if not any(names):
+        names = [DEFAULT_LISTENER_NAME]
+    if not all(names):
+        raise ConfigError("controller.listener.names", "has an empty name")
+    raw = props.get("listeners", "")
+    if not raw:
+        raise ConfigError("listeners", f"is required, e.g. {names[0]}://127.0.0.1:9093")
+    found: dict[str, str] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        name, sep, rest = entry.partition("://")
+        name = name.strip().upper()
+        if not sep or not name:
+            raise ConfigError("listeners", f"entry {entry!r} is not NAME://host:port")
+        if name in found:
+            raise ConfigError("listeners", f"names listener {name} twice")
+        found[name] = rest.strip()
+    if names[0] not in found:
+        raise ConfigError(
+            "listeners",
+            f"listeners has no {names[0]} listener (named by controller.listener.names); "
+            f"found {', '.join(found)}",
+        )
+    return _host_port("listeners", found[names[0]], any_host=True)
+
+
+def _url(key: str, raw: str) -> Endpoint:
+    scheme, sep, rest = raw.partition("://")
+    if not sep or scheme.lower() != "http":
+        raise ConfigError(key, f"must look like http://host:port, got {raw!r}")
+    return _host_port(key, rest.rstrip("/"), any_host=True)
+
+
+def _host_port(key: str, raw: str, any_host: bool = False) -> Endpoint:
+    """Parse ``host:port`` or ``[ipv6]:port``; an empty host (only where
+    `any_host`) means every interface, as in Kafka's ``CONTROLLER://:9093``."""
+    host, sep, port_text = raw.rpartition(":")
+    if not sep:
+        raise ConfigError(key, f"{raw!r} is not host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigError(key, f"{raw!r} has an invalid IPv6 address") from None
+    elif ":" in host:
+        raise ConfigError(key, f"{raw!r}: put an IPv6 address in brackets, [addr]:port")
+    elif not host and any_host:
+        host = _ANY_HOST
+    elif not _HOSTNAME.fullmatch(host):
+        raise ConfigError(key, f"{raw!r} has an invalid host {host!r}")
+    if not re.fullmatch(r"[0-9]{1,5}", port_text) or not 1 <= int(port_text) <= 65535:
+        raise ConfigError(key, f"{raw!r} has an invalid port {port_text!r} (1-65535)")
+    return Endpoint(host, int(port_text))
+
+
+def _same_endpoint(a: Endpoint, b: Endpoint) -> bool:
+    return a.port == b.port and a.host.lower() == b.host.lower()
+
+
+def _log_level(raw: str) -> str:
+    level = raw.upper()
+    level = _LOG_LEVEL_ALIASES.get(level, level)
+    if level not in LOG_LEVELS:
+        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return level
+
+
+def _check_timeouts(ints: Mapping[str, int]) -> None:
+    """Timeouts that contradict each other make a quorum that flaps or never
+    elects, which is much harder to diagnose at runtime than here."""
+    election, fetch = ints["election_timeout_ms"], ints["fetch_timeout_ms"]
+    if election > fetch:
+        raise ConfigError(
+            "controller.quorum.election.timeout.ms",
+            f"controller.quorum.election.timeout.ms ({election}) is larger than "
+            f"controller.quorum.fetch.timeout.ms ({fetch}): followers would give up "
+            "on a leader before a candidate could win an election",
+        )
+    wait, request = ints["fetch_max_wait_ms"], ints["request_timeout_ms"]
+    if wait >= request:
+        raise ConfigError(
+            "controller.quorum.fetch.max.wait.ms",
+            f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
+            f"controller.quorum.request.timeout.ms ({request}): a parked fetch would "
+            "time out before the leader answers it",
+        )
+    if wait >= fetch:
+        raise ConfigError(
+            "controller.quorum.fetch.max.wait.ms",
+            f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
+            f"controller.quorum.fetch.timeout.ms ({fetch}): an idle leader would look "
+            "dead to its followers",
+        )

@@ -1,0 +1,110 @@
+"""Errors on the wire: a proper gRPC status plus an explicit Kafka error code.
+
+A rejected call fails with a non-OK gRPC status whose rich details
+(`grpc-status-details-bin`, a `google.rpc.Status`) carry an `ErrorInfo`: its
+`reason` is the Kafka error name (`NOT_LEADER_OR_FOLLOWER`, ...), its metadata the
+numeric `error_code` and, when known, `leader_id`, `leader_address` and `epoch`.
+When the protocol's own answer matters to the caller (a Fetch fenced by a newer
+epoch tells the follower who leads now), that answer is packed beside it as an
+`Any`, so a Raft peer can still feed it to its core.
+
+One module owns both directions so servers and clients cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message as ProtoMessage
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from quorum.raft.messages import ErrorCode
+
+DOMAIN = "kraft-quorum"
+
+# Which gRPC status each Kafka error travels under.
+STATUS_FOR: dict[ErrorCode, grpc.StatusCode] = {
+    ErrorCode.INCONSISTENT_CLUSTER_ID: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.FENCED_LEADER_EPOCH: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.UNKNOWN_LEADER_EPOCH: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INCONSISTENT_VOTER_SET: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorCode.BROKER_NOT_AVAILABLE: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+@dataclass(frozen=True)
+class WireError:
+    """What a caller learns from a rejected call."""
+
+    error: ErrorCode | None
+    status: grpc.StatusCode
+    message: str
+    metadata: dict[str, str] = field(default_factory=dict)
+    answer: any_pb2.Any | None = None
+
+    @property
+    def leader_id(self) -> int | None:
+        value = self.metadata.get("leader_id")
+        return int(value) if value not in (None, "", "-1") else None
+
+    @property
+    def leader_address(self) -> str | None:
+        return self.metadata.get("leader_address") or None
+
+    def unpack(self, message: ProtoMessage) -> bool:
+        """Fill `message` from the packed protocol answer, if there is one of its type."""
+        return self.answer is not None and self.answer.Unpack(message)
+
+
+def rich_status(
+    error: ErrorCode,
+    message: str,
+    metadata: dict[str, str] | None = None,
+    answer: ProtoMessage | None = None,
+) -> grpc.Status:
+    """The status a servicer aborts with (`await context.abort_with_status(...)`)."""
+    code = STATUS_FOR.get(error, grpc.StatusCode.FAILED_PRECONDITION)
+    info = error_details_pb2.ErrorInfo(
+        reason=error.name,
+        domain=DOMAIN,
+        metadata={"error_code": str(error.value), **(metadata or {})},
+    )
+    details = [any_pb2.Any()]
+    details[0].Pack(info)
+    if answer is not None:
+        packed = any_pb2.Any()
+        packed.Pack(answer)
+        details.append(packed)
+    status = status_pb2.Status(code=code.value[0], message=message, details=details)
+    return rpc_status.to_status(status)
+
+
+def wire_error(err: grpc.RpcError) -> WireError:
+    """Decode a failed call (sync or aio) back into a `WireError`."""
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    text = err.details() if hasattr(err, "details") else str(err)
+    trailing = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+    raw = None
+    for key, value in trailing or ():
+        if key == "grpc-status-details-bin":
+            raw = value
+    if raw is None:
+        return WireError(None, code, text or "")
+    status = status_pb2.Status.FromString(raw)
+    error: ErrorCode | None = None
+    metadata: dict[str, str] = {}
+    answer: any_pb2.Any | None = None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            metadata = dict(info.metadata)
+            error = ErrorCode.__members__.get(info.reason)
+        else:
+            answer = detail
+    return WireError(error, code, status.message, metadata, answer)

@@ -1,0 +1,182 @@
+"""`quorum-controller --config FILE`: one controller (or observer) process.
+
+Start-up refuses, with a message naming the problem and exit code 1, a bad
+configuration, an unformatted metadata directory or one formatted for another
+node id, and a log or quorum-state file that fails its checks. At run time the
+process exits (code 3) when a majority of the voters reject its cluster id, and
+(code 4) when its log cannot be flushed. SIGTERM or SIGINT stop it gracefully: a
+leader first hands over with EndQuorumEpoch.
+
+Data layout under `metadata.log.dir` (Kafka's names where Kafka has them):
+
+    meta.properties                    cluster.id, node.id, version
+    __cluster_metadata-0/              log segments, index, epoch cache, quorum-state
+    __cluster_metadata-0/snapshots/    RocksDB snapshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from quorum.log.errors import StorageError
+from quorum.log.file_log import FileLogStore
+from quorum.log.quorum_state import FileQuorumStateStore
+from quorum.log.retention import LogRetention
+from quorum.raft.config import RaftConfig
+from quorum.server.config import ConfigError, ControllerConfig, load_config
+from quorum.server.image import LogDigestImage
+from quorum.server.meta_properties import StorageFormatError, check_directory
+from quorum.server.metrics import MetricsServer
+from quorum.server.node_runtime import QuorumNode
+from quorum.server.replicated_state import ReplicatedState
+from snapshots.errors import SnapshotCorruptionError
+from snapshots.policy import SnapshotPolicy
+from snapshots.store import FileSnapshotStore
+
+log = logging.getLogger("quorum.controller")
+
+LOG_PARTITION_DIR = "__cluster_metadata-0"
+EXIT_STARTUP = 1
+EXIT_FOREIGN_CLUSTER = 3
+EXIT_STORAGE_FAILED = 4
+
+
+class Controller:
+    """The process's parts, opened in order and closed in reverse."""
+
+    def __init__(self, config: ControllerConfig, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        partition_dir = config.metadata_log_dir / LOG_PARTITION_DIR
+        self.log_store = FileLogStore(
+            partition_dir,
+            segment_bytes=config.log_segment_bytes,
+            retention=LogRetention(config.max_retention_bytes, config.max_retention_ms),
+        )
+        try:
+            state_store = FileQuorumStateStore(
+                partition_dir / "quorum-state", cluster_id, config.node_id
+            )
+            snapshot_store = FileSnapshotStore(partition_dir / "snapshots")
+            self.replicated = ReplicatedState(
+                LogDigestImage(),
+                snapshot_store,
+                SnapshotPolicy(
+                    config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms
+                ),
+                config.snapshot_retain_count,
+                now_ms=0,
+            )
+            raft_config = RaftConfig(
+                config.node_id,
+                frozenset(config.voters),
+                election_timeout_ms=config.election_timeout_ms,
+                fetch_timeout_ms=config.fetch_timeout_ms,
+                election_backoff_max_ms=config.election_backoff_max_ms,
+                fetch_max_wait_ms=config.fetch_max_wait_ms,
+            )
+            peers = {node: endpoint.address() for node, endpoint in config.voters.items()}
+            self.node = QuorumNode(
+                raft_config,
+                config.listener.address(),
+                peers,
+                cluster_id,
+                self.log_store,
+                state_store,
+                self.replicated,
+                config.request_timeout_ms,
+            )
+            self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
+        except BaseException:
+            self.log_store.close()
+            raise
+        self.metrics = MetricsServer(self.node.driver)
+        self.exit_code = 0
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        self.node.transport.on_foreign_cluster = self._foreign_cluster
+        self.node.driver.on_fatal.append(self._storage_failed)
+        metrics_at = "disabled"
+        if self.config.metrics_listener is not None:
+            endpoint = self.config.metrics_listener
+            port = self.metrics.start(endpoint.host, endpoint.port)
+            metrics_at = f"http://{endpoint.host}:{port}/metrics"
+        await self.node.start()
+        role = "voter" if self.config.is_voter else "observer"
+        log.info(
+            "controller %d (%s) of cluster %s listening on %s, metrics %s, voters %s",
+            self.config.node_id,
+            role,
+            self.cluster_id,
+            self.config.listener.address(),
+            metrics_at,
+            ",".join(f"{n}@{e.address()}" for n, e in sorted(self.config.voters.items())),
+        )
+        try:
+            await self.stopping.wait()
+        finally:
+            graceful = self.exit_code == 0
+            log.info("stopping controller %d", self.config.node_id)
+            await self.node.stop(resign=graceful)
+            self.metrics.stop()
+            self.log_store.close()
+        return self.exit_code
+
+    def _foreign_cluster(self, peers: set[int]) -> None:
+        log.critical(
+            "voters %s reject cluster id %s: this node was formatted for another cluster "
+            "(check %s)",
+            sorted(peers),
+            self.cluster_id,
+            self.config.metadata_log_dir / "meta.properties",
+        )
+        self.exit_code = EXIT_FOREIGN_CLUSTER
+        self.stopping.set()
+
+    def _storage_failed(self, reason: str) -> None:
+        self.exit_code = EXIT_STORAGE_FAILED
+        self.stopping.set()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="quorum-controller",
+        description="Run one KRaft-style controller (a Raft voter) or observer.",
+        epilog="Example: quorum-controller --config data/config/controller-1.properties",
+    )
+    parser.add_argument("--config", required=True, help="the controller's properties file")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        print(f"quorum-controller: invalid configuration: {err}", file=sys.stderr)
+        return EXIT_STARTUP
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s [node {config.node_id}] %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(_start_and_run(config))
+
+
+async def _start_and_run(config: ControllerConfig) -> int:
+    # gRPC's asyncio objects belong to the loop they are made on: build inside it.
+    try:
+        meta = check_directory(Path(config.metadata_log_dir), config.node_id)
+        controller = Controller(config, meta.cluster_id)
+    except (StorageFormatError, StorageError, SnapshotCorruptionError) as err:
+        print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
+        return EXIT_STARTUP
+    return await controller.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

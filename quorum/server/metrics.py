@@ -1,0 +1,196 @@
+"""Prometheus metrics of one controller, named after Kafka's `raft-metrics` group.
+
+Gauges are read from the driver when Prometheus scrapes (a custom collector), so
+they can never go stale; latencies are histograms observed as they happen.
+Kafka's JMX names map as: current-leader -> quorum_raft_current_leader,
+current-epoch -> quorum_raft_current_epoch, current-state -> quorum_raft_current_state,
+high-watermark -> quorum_raft_high_watermark, log-end-offset ->
+quorum_raft_log_end_offset, commit-latency -> quorum_raft_commit_latency_seconds,
+election-latency -> quorum_raft_election_latency_seconds, fetch-records-rate ->
+rate(quorum_raft_fetch_requests_total) per replica.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from quorum.raft.effects import Role
+from quorum.server.driver import RaftDriver
+
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+
+
+class Histograms:
+    """The driver's `LatencyObserver`, backed by Prometheus histograms."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._commit = Histogram(
+            "quorum_raft_commit_latency_seconds",
+            "Time from a proposal's append on the leader to its commit (high watermark passed it).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._election = Histogram(
+            "quorum_raft_election_latency_seconds",
+            "Time from the start of a (pre-)election to a known leader.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self._flush = Histogram(
+            "quorum_raft_log_flush_seconds",
+            "Duration of one log fsync (one per batch of appends).",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+
+    def commit(self, seconds: float) -> None:
+        self._commit.observe(seconds)
+
+    def election(self, seconds: float) -> None:
+        self._election.observe(seconds)
+
+    def flush(self, seconds: float) -> None:
+        self._flush.observe(seconds)
+
+
+class RaftCollector(Collector):
+    """Reads the core's state at scrape time (plain int reads; safe off the loop)."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self._driver = driver
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        driver = self._driver
+        core = driver.core
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, value=value)
+
+        yield gauge(
+            "quorum_raft_current_leader",
+            "Id of the current leader, -1 when unknown.",
+            -1 if core.leader_id is None else core.leader_id,
+        )
+        yield gauge("quorum_raft_current_epoch", "Current leader epoch.", core.epoch)
+        state = GaugeMetricFamily(
+            "quorum_raft_current_state",
+            "1 for this node's current Raft state.",
+            labels=["state"],
+        )
+        for role in Role:
+            state.add_metric([role.value], 1.0 if core.role is role else 0.0)
+        yield state
+        yield gauge(
+            "quorum_raft_high_watermark", "High watermark (committed end).", core.high_watermark
+        )
+        yield gauge("quorum_raft_log_end_offset", "Log end offset.", core.log.end_offset)
+        yield gauge("quorum_raft_log_start_offset", "Log start offset.", core.log.start_offset)
+        yield gauge("quorum_raft_log_flushed_offset", "Durable log end offset.", core.flushed_end)
+        yield CounterMetricFamily(
+            "quorum_raft_elections",
+            "Elections this node has won.",
+            value=driver.stats.elections,
+        )
+        yield CounterMetricFamily(
+            "quorum_raft_log_flushes", "Log fsyncs.", value=driver.stats.flushes
+        )
+        yield CounterMetricFamily(
+            "quorum_raft_append_records",
+            "Records appended to this node's log.",
+            value=driver.stats.records_appended,
+        )
+        fetches = CounterMetricFamily(
+            "quorum_raft_fetch_requests",
+            "Fetch requests received per replica (rate() gives the fetch rate).",
+            labels=["replica"],
+        )
+        for replica, count in sorted(driver.stats.fetches_by_replica.items()):
+            fetches.add_metric([str(replica)], count)
+        yield fetches
+        yield from self._lag(driver)
+        replicated = driver.replicated
+        if replicated is not None:
+            yield CounterMetricFamily(
+                "quorum_raft_snapshots",
+                "Snapshots this node has written.",
+                value=replicated.stats.taken,
+            )
+            yield CounterMetricFamily(
+                "quorum_raft_snapshots_installed",
+                "Snapshots fetched from the leader and installed.",
+                value=replicated.stats.installed,
+            )
+            yield gauge(
+                "quorum_raft_latest_snapshot_offset",
+                "End offset of the newest snapshot, -1 when none.",
+                replicated.stats.latest_offset,
+            )
+            yield gauge(
+                "quorum_raft_applied_offset",
+                "Next offset the state machine will apply.",
+                replicated.image.applied_offset,
+            )
+
+    def _lag(self, driver: RaftDriver) -> Iterator[GaugeMetricFamily]:
+        core = driver.core
+        records = GaugeMetricFamily(
+            "quorum_raft_follower_lag_records",
+            "Leader's log end minus the replica's acknowledged end (on the leader only).",
+            labels=["replica"],
+        )
+        lag_ms = GaugeMetricFamily(
+            "quorum_raft_follower_lag_ms",
+            "Time since the replica was last caught up to the leader (on the leader only).",
+            labels=["replica"],
+        )
+        if core.role is Role.LEADER:
+            now = driver.clock()
+            end = core.log.end_offset
+            for replica, progress in sorted(core.replica_progress().items()):
+                records.add_metric([str(replica)], max(0, end - progress.end_offset))
+                caught = progress.last_caught_up_ms
+                lag_ms.add_metric([str(replica)], -1 if caught is None else now - caught)
+        yield records
+        yield lag_ms
+
+
+class MetricsServer:
+    """`/metrics` over HTTP on its own thread, one registry per process."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(RaftCollector(driver))
+        driver.latencies = Histograms(self.registry)
+        self._server: object | None = None
+        self.started_at = time.time()
+
+    def start(self, host: str, port: int) -> int:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def stop(self) -> None:
+        server = self._server
+        if server is not None:
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+            self._server = None

@@ -1,0 +1,248 @@
+"""Real controller processes on loopback for integration tests.
+
+Each cluster gets free ports and a temporary directory, is formatted and started
+with the console scripts an operator uses (`quorumctl storage format`,
+`quorum-controller --config`), and is always stopped (SIGKILL as a last resort)
+when the test ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Coroutine, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from quorum.server.config import render_properties
+
+from quorum.client import QuorumClient
+from quorum.gen import raft_pb2 as pb
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "quorumctl"), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@dataclass
+class Proc:
+    node_id: int
+    port: int
+    metrics_port: int
+    config: Path
+    data_dir: Path
+    log_file: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def metrics(self) -> dict[str, float]:
+        """The /metrics page as {'name{labels}': value}."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        values = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                values[name] = float(value)
+        return values
+
+    def log_text(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+
+@dataclass
+class Cluster:
+    root: Path
+    cluster_id: str
+    procs: dict[int, Proc] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        voters: int = 3,
+        observers: int = 0,
+        extra: Mapping[str, str] | None = None,
+    ) -> Cluster:
+        cluster_id = quorumctl("storage", "random-uuid").stdout.strip()
+        assert len(cluster_id) == 22, cluster_id
+        cluster = cls(root, cluster_id, extra=dict(extra or {}))
+        ids = list(range(1, voters + observers + 1))
+        for node_id in ids:
+            cluster.procs[node_id] = Proc(
+                node_id,
+                free_port(),
+                free_port(),
+                root / "config" / f"controller-{node_id}.properties",
+                root / f"controller-{node_id}",
+                root / "logs" / f"controller-{node_id}.log",
+            )
+        voter_ids = ids[:voters]
+        voter_list = ",".join(f"{n}@127.0.0.1:{cluster.procs[n].port}" for n in voter_ids)
+        (root / "config").mkdir(parents=True, exist_ok=True)
+        (root / "logs").mkdir(parents=True, exist_ok=True)
+        for node_id, proc in cluster.procs.items():
+            props = {
+                "node.id": str(node_id),
+                "process.roles": "controller" if node_id in voter_ids else "broker",
+                "controller.quorum.voters": voter_list,
+                "listeners": f"CONTROLLER://127.0.0.1:{proc.port}",
+                "metadata.log.dir": str(proc.data_dir),
+                "metrics.listener": f"http://127.0.0.1:{proc.metrics_port}",
+                **cluster.extra,
+            }
+            proc.config.write_text(render_properties(props))
+            cluster.format(node_id)
+        return cluster
+
+    def format(self, node_id: int, cluster_id: str | None = None) -> None:
+        result = quorumctl(
+            "storage",
+            "format",
+            "--cluster-id",
+            cluster_id or self.cluster_id,
+            "--config",
+            str(self.procs[node_id].config),
+        )
+        assert result.returncode == 0, result.stderr
+
+    def start(self, *node_ids: int) -> None:
+        for node_id in node_ids or tuple(self.procs):
+            proc = self.procs[node_id]
+            assert not proc.alive()
+            with proc.log_file.open("ab") as out:
+                proc.popen = subprocess.Popen(
+                    [str(BIN / "quorum-controller"), "--config", str(proc.config)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+
+    def kill(self, node_id: int, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs[node_id]
+        assert proc.popen is not None
+        proc.popen.send_signal(sig)
+
+    def wait_exit(self, node_id: int, timeout_s: float = 15.0) -> int:
+        popen = self.procs[node_id].popen
+        assert popen is not None
+        return popen.wait(timeout_s)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.alive():
+                assert proc.popen is not None
+                proc.popen.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            if proc.popen is None:
+                continue
+            try:
+                proc.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+
+    def voter_addresses(self) -> list[str]:
+        return [p.address for p in self.procs.values()]
+
+    def client(self) -> QuorumClient:
+        return QuorumClient(self.voter_addresses(), self.cluster_id)
+
+    # ------------------------------------------------------------ observations
+
+    def describe(self, node_id: int) -> pb.DescribeQuorumResponse:
+        return run(self._describe(node_id))
+
+    async def _describe(self, node_id: int) -> pb.DescribeQuorumResponse:
+        client = self.client()
+        try:
+            return await client.describe_quorum(self.procs[node_id].address, timeout_s=2)
+        finally:
+            await client.close()
+
+    def wait_for_leader(
+        self, among: Iterator[int] | list[int] | None = None, timeout_s: float = 15.0
+    ) -> pb.DescribeQuorumResponse:
+        """The leader's view once one of `among` leads and has committed its epoch."""
+        ids = list(among) if among is not None else list(self.procs)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for node_id in ids:
+                if not self.procs[node_id].alive():
+                    continue
+                try:
+                    view = self.describe(node_id)
+                except Exception:
+                    continue
+                if view.role == "leader" and view.high_watermark > 0:
+                    return view
+            time.sleep(0.05)
+        raise AssertionError(f"no leader among {ids} within {timeout_s}s:\n{self.logs()}")
+
+    def wait_until(self, predicate: object, timeout_s: float = 15.0, what: str = "") -> None:
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if predicate():  # type: ignore[operator]
+                    return
+            except Exception as err:  # a node still starting
+                last = err
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what} ({last})\n{self.logs()}")
+
+    def write(self, count: int, size: int = 100, prefix: bytes = b"r") -> list[int]:
+        """`count` committed single-record writes; returns their offsets."""
+
+        async def go() -> list[int]:
+            client = self.client()
+            try:
+                offsets = []
+                for i in range(count):
+                    record = prefix + b"%08d" % i
+                    result = await client.write([record.ljust(size, b".")], deadline_s=15)
+                    offsets.append(result.last_offset)
+                return offsets
+            finally:
+                await client.close()
+
+        return run(go())
+
+    def logs(self) -> str:
+        parts = []
+        for proc in self.procs.values():
+            tail = "\n".join(proc.log_text().splitlines()[-15:])
+            parts.append(f"--- controller {proc.node_id} ---\n{tail}")
+        return "\n".join(parts)
+
+
+T = TypeVar("T")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coroutine)
