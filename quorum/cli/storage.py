@@ -1,4 +1,9 @@
-"""`quorumctl storage`: the `kafka-storage.sh` of this product."""
+"""`quorumctl storage`: what ``kafka-storage.sh`` is to Kafka.
+
+Formatting is a separate, explicit step (not something a controller does on
+first start) so that a controller pointed at the wrong or an emptied directory
+refuses to start instead of quietly joining the quorum with no history.
+"""
 
 from __future__ import annotations
 
@@ -13,25 +18,38 @@ from quorum.server.meta_properties import (
     format_directory,
     random_uuid,
     read_meta_properties,
+    validate_cluster_id,
+)
+
+_CONFIG_OPTION = click.option(
+    "--config",
+    "-c",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The node's properties file (the one quorum-controller runs with).",
 )
 
 
 class OperationFailed(click.ClickException):
-    """Exit code 1 with the message on stderr."""
+    """The operation could not be done: message on stderr, exit code 1."""
 
     exit_code = 1
 
 
-def _config(path: str) -> ControllerConfig:
+def _load(config_path: Path) -> ControllerConfig:
     try:
-        return load_config(path)
+        return load_config(config_path)
     except ConfigError as err:
-        raise OperationFailed(f"invalid configuration {path}: {err}") from err
+        raise OperationFailed(f"invalid configuration {config_path}: {err}") from err
 
 
 @click.group()
 def storage() -> None:
-    """Format metadata directories and create cluster ids.
+    """Create cluster ids and format metadata directories.
+
+    Every controller's metadata.log.dir must be formatted with the cluster's
+    id before the controller starts.
 
     \b
     Example:
@@ -53,20 +71,30 @@ def random_uuid_command() -> None:
 
 @storage.command("format")
 @click.option("--cluster-id", "-t", required=True, help="The cluster id to format with.")
-@click.option("--config", "-c", "config_path", required=True, help="The node's properties file.")
+@_CONFIG_OPTION
 @click.option(
-    "--ignore-formatted", "-g", is_flag=True, help="Succeed if the directory is already formatted."
+    "--ignore-formatted",
+    "-g",
+    is_flag=True,
+    help="Succeed when the directory is already formatted with this cluster id and node id.",
 )
-def format_command(cluster_id: str, config_path: str, ignore_formatted: bool) -> None:
+def format_command(cluster_id: str, config_path: Path, ignore_formatted: bool) -> None:
     """Write meta.properties (cluster.id, node.id, version) into metadata.log.dir.
+
+    An existing meta.properties is never overwritten, and a directory that
+    holds data but no meta.properties is refused.
 
     \b
     Example:
-      quorumctl storage format --cluster-id MkU3OEVBNTcwNTJENDM2Qk \\
+      quorumctl storage format --cluster-id J8iyX0bCRYmvK5QWpWQ5Zg \\
           --config data/config/controller-1.properties
     """
-    config = _config(config_path)
-    directory = Path(config.metadata_log_dir)
+    try:
+        validate_cluster_id(cluster_id)
+    except StorageFormatError as err:
+        raise OperationFailed(str(err)) from err
+    config = _load(config_path)
+    directory = config.metadata_log_dir
     try:
         written = format_directory(
             directory, MetaProperties(cluster_id, config.node_id), ignore_formatted
@@ -78,23 +106,34 @@ def format_command(cluster_id: str, config_path: str, ignore_formatted: bool) ->
             f"Formatting {directory} with cluster.id {cluster_id} and node.id {config.node_id}"
         )
     else:
-        click.echo(f"{directory} is already formatted; nothing to do")
+        click.echo(
+            f"{directory} is already formatted with cluster.id {cluster_id} and "
+            f"node.id {config.node_id}; nothing to do"
+        )
 
 
 @storage.command("info")
-@click.option("--config", "-c", "config_path", required=True, help="The node's properties file.")
-def info_command(config_path: str) -> None:
+@_CONFIG_OPTION
+def info_command(config_path: Path) -> None:
     """Show the meta.properties of a node's metadata.log.dir.
+
+    Exits 1 when the directory is not formatted, cannot be read, or was
+    formatted for another node.id than the configuration's.
 
     \b
     Example:
       quorumctl storage info --config data/config/controller-1.properties
     """
-    config = _config(config_path)
+    config = _load(config_path)
     try:
-        meta = read_meta_properties(Path(config.metadata_log_dir))
+        meta = read_meta_properties(config.metadata_log_dir)
     except StorageFormatError as err:
         raise OperationFailed(str(err)) from err
     click.echo(f"metadata.log.dir: {config.metadata_log_dir}")
     for key, value in meta.as_properties().items():
         click.echo(f"{key}: {value}")
+    if meta.node_id != config.node_id:
+        raise OperationFailed(
+            f"{config.metadata_log_dir} was formatted for node.id {meta.node_id}, "
+            f"but {config_path} says node.id {config.node_id}"
+        )

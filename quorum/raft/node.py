@@ -204,7 +204,12 @@ class RaftNode:
             return
         if self.config.is_voter:
             if now - self._last_prevote_at >= self.config.election_timeout_ms // 2:
-                self._become_prospective(now)
+                # The leader no longer counts as live here, so we grant the pre-vote
+                # of a peer that saw the same failure. The surviving voters start
+                # their own pre-votes staggered by rank (plus a little jitter): all
+                # starting at once would split the vote and cost an election timeout.
+                self._last_leader_contact = NEVER
+                self._deadline = min(self._deadline, now + self._unreachable_delay())
         else:
             self._transition(Role.UNATTACHED, self.epoch, None, self.voted_for, now)
 
@@ -311,6 +316,13 @@ class RaftNode:
     def _election_timeout(self) -> int:
         base = self.config.election_timeout_ms
         return base + self._rng.randrange(0, base + 1)
+
+    def _unreachable_delay(self) -> int:
+        """Rank among the other voters (by id) times a stagger, plus jitter."""
+        others = sorted(v for v in self._voters if v != self.leader_id)
+        rank = others.index(self._me) if self._me in others else 0
+        stagger = max(1, self.config.election_timeout_ms // 20)
+        return rank * stagger + self._rng.randrange(0, stagger // 5 + 1)
 
     def _backoff(self) -> int:
         return self._rng.randrange(0, self.config.election_backoff_max_ms + 1)
@@ -507,14 +519,16 @@ class RaftNode:
             self._effects.append(HighWatermarkChanged(high_watermark))
 
     def _answer_parked(self, now: int, only_with_news: bool) -> None:
+        """Answer parked fetches that have new records; one whose only news is the
+        high watermark is answered after `high_watermark_linger_ms` at the latest."""
         for source, parked in list(self._parked.items()):
             req = parked.request
-            news = self.log.end_offset > req.fetch_offset or (
-                self.high_watermark > req.known_high_watermark
-            )
-            if news or not only_with_news:
+            if self.log.end_offset > req.fetch_offset or not only_with_news:
                 del self._parked[source]
                 self._effects.append(SendMessage(source, self._fetch_answer(req)))
+            elif self.high_watermark > req.known_high_watermark:
+                linger = now + self.config.high_watermark_linger_ms
+                parked.deadline = min(parked.deadline, linger)
 
     # ----------------------------------------------------------------- fetching
 
@@ -536,15 +550,14 @@ class RaftNode:
             progress.last_caught_up_ms = now
         if source in self._voters:
             self._maybe_advance_high_watermark(now)
-        has_news = self.log.end_offset > req.fetch_offset or (
-            self.high_watermark > req.known_high_watermark
-        )
-        if has_news or self.config.fetch_max_wait_ms <= 0:
+        wait = self.config.fetch_max_wait_ms
+        if self.high_watermark > req.known_high_watermark:
+            wait = min(wait, self.config.high_watermark_linger_ms)
+        if self.log.end_offset > req.fetch_offset or wait <= 0:
             self._parked.pop(source, None)
             self._effects.append(SendMessage(source, self._fetch_answer(req)))
         else:
-            deadline = now + self.config.fetch_max_wait_ms
-            self._parked[source] = ParkedFetch(source, req, deadline)
+            self._parked[source] = ParkedFetch(source, req, now + wait)
 
     def _reject_fetch(self, source: int, req: FetchRequest, now: int) -> None:
         if req.epoch < self.epoch:

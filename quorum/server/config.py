@@ -371,9 +371,7 @@ def _escape_value(value: str) -> str:
     return "".join(out)
 
 
-def _integer(
-    props: Mapping[str, str], key: str, spec: _IntSpec, *, required: bool = False
-) -> int:
+def _integer(props: Mapping[str, str], key: str, spec: _IntSpec, *, required: bool = False) -> int:
     raw = props.get(key)
     if raw is None:
         if required:

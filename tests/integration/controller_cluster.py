@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from quorum.server.config import render_properties
-
 from quorum.client import QuorumClient
 from quorum.gen import raft_pb2 as pb
+from quorum.server.config import render_properties
 
 BIN = Path(sys.executable).parent
 

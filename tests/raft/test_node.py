@@ -121,6 +121,8 @@ def test_proposals_commit_on_every_voter() -> None:
     leader = cluster.elect()
     result = leader.propose([b"x", b"y"], cluster.now)
     cluster.settle()
+    # Followers learn a high watermark with no new records after the linger.
+    cluster.advance(leader.config.high_watermark_linger_ms)
     for n in cluster.nodes.values():
         assert n.high_watermark == result.last_offset + 1
         batch = n.log.batch_at(result.first_offset)
@@ -183,6 +185,7 @@ def test_observers_replicate_but_never_vote_or_count() -> None:
     assert observer.role is Role.FOLLOWER and observer.leader_id == leader.node_id
     result = leader.propose([b"x"], cluster.now)
     cluster.settle()
+    cluster.advance(leader.config.high_watermark_linger_ms)
     assert observer.high_watermark == result.last_offset + 1
     assert not any(
         isinstance(e, SendMessage) and isinstance(e.message, VoteRequest)
@@ -242,3 +245,49 @@ def test_restarted_leader_resumes_as_resigned() -> None:
     assert restarted.role is Role.RESIGNED
     with pytest.raises(NotLeaderError):
         restarted.propose([b"x"], 0)
+
+
+def test_a_high_watermark_alone_lingers_so_the_next_records_travel_with_it() -> None:
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    linger = leader.config.high_watermark_linger_ms
+    first = leader.propose([b"a"], cluster.now)
+    cluster.settle()
+    follower = next(n for n in cluster.nodes.values() if n is not leader)
+    assert leader.high_watermark == first.last_offset + 1
+    assert follower.high_watermark <= first.last_offset  # not told yet
+    second = leader.propose([b"b"], cluster.now)  # arrives within the linger
+    cluster.settle()
+    cluster.advance(linger)
+    assert follower.high_watermark == second.last_offset + 1
+    assert follower.log.batch_at(second.first_offset) is not None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_survivors_of_a_dead_leader_elect_one_successor_without_splitting(seed: int) -> None:
+    """Both followers see the connection refused at the same moment; their pre-votes
+    are staggered by rank so one of them wins at the first try (epoch + 1), long
+    before the fetch timeout or even one election timeout."""
+    cluster = InstantCluster(voters=3, seed=seed)
+    old = cluster.elect()
+    epoch = old.epoch
+    cluster.cut.add(old.node_id)
+    survivors = [n for i, n in cluster.nodes.items() if i != old.node_id]
+    for survivor in survivors:
+        survivor.on_leader_unreachable(cluster.now)
+    cluster.advance(old.config.election_timeout_ms // 5, step=1)
+    successor = cluster.leader()
+    assert successor is not None and successor is not old
+    assert successor.epoch == epoch + 1
+    assert all(n.leader_id == successor.node_id for n in survivors)
+
+
+def test_an_unreachable_report_alone_does_not_unseat_a_leader_others_still_hear() -> None:
+    cluster = InstantCluster(voters=3, seed=2)
+    leader = cluster.elect()
+    epoch = leader.epoch
+    follower = next(n for i, n in cluster.nodes.items() if i != leader.node_id)
+    follower.on_leader_unreachable(cluster.now)
+    cluster.advance(3_000)
+    assert cluster.leader() is leader and leader.epoch == epoch
+    assert follower.role is Role.FOLLOWER and follower.leader_id == leader.node_id
