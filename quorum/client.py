@@ -20,6 +20,7 @@ import grpc
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import ErrorCode
+from quorum.server.channels import open_channel
 from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.005
@@ -60,7 +61,7 @@ class QuorumClient:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = open_channel(address)
         return channel
 
     def _target(self) -> str:

@@ -103,6 +103,7 @@ class RaftNode:
         self._progress: dict[int, ReplicaProgress] = {}
         self._parked: dict[int, ParkedFetch] = {}
         self._pending: list[bytes] = []
+        self._pending_sizes: list[int] = []  # records per proposal, in order
         self._pending_since = now
         self._epoch_start_offset = 0
         self._became_leader_at = now
@@ -157,6 +158,7 @@ class RaftNode:
             self._pending_since = now
         first = self.log.end_offset + len(self._pending)
         self._pending.extend(records)
+        self._pending_sizes.append(len(records))
         return ProposeResult(self.epoch, first, first + len(records) - 1)
 
     def on_tick(self, now: int) -> None:
@@ -292,6 +294,7 @@ class RaftNode:
         self._awaiting_flush = False
         if was_leader and role is not Role.LEADER:
             self._pending.clear()
+            self._pending_sizes.clear()
             self._parked.clear()
             self._progress.clear()
         self._effects.append(RoleChanged(role, epoch, leader_id))
@@ -435,6 +438,7 @@ class RaftNode:
         self._begin_retry_at = now
         self._progress = {v: ReplicaProgress() for v in self._voters if v != self._me}
         self._pending = []
+        self._pending_sizes = []
         control = Batch(
             self.log.end_offset,
             self.epoch,
@@ -462,9 +466,9 @@ class RaftNode:
 
     def _seal_pending(self, now: int) -> None:
         records, self._pending = self._pending, []
-        limit = self.config.max_batch_records
-        for i in range(0, len(records), limit):
-            chunk = tuple(records[i : i + limit])
+        sizes, self._pending_sizes = self._pending_sizes, []
+        for start, end in _batch_bounds(sizes, self.config.max_batch_records):
+            chunk = tuple(records[start:end])
             batch = Batch(self.log.end_offset, self.epoch, chunk, self._pending_since)
             self.log.append(batch)
             self._effects.append(AppendBatches((batch,)))
@@ -735,3 +739,20 @@ class RaftNode:
     @property
     def node_id(self) -> int:
         return self._me
+
+
+def _batch_bounds(sizes: list[int], limit: int) -> list[tuple[int, int]]:
+    """Cut queued proposals into batches of at most `limit` records, never splitting
+    one proposal: a batch is what a crash keeps or loses whole, so a proposal the
+    controller meant as one atomic change must not straddle two. A proposal larger
+    than `limit` gets a batch of its own."""
+    bounds: list[tuple[int, int]] = []
+    start = end = 0
+    for size in sizes:
+        if end > start and end - start + size > limit:
+            bounds.append((start, end))
+            start = end
+        end += size
+    if end > start:
+        bounds.append((start, end))
+    return bounds

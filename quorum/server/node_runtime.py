@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -20,6 +19,7 @@ from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
+from quorum.server.channels import new_server
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
@@ -50,7 +50,7 @@ class QuorumNode:
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.transport.driver = self.driver
-        self.server = grpc.aio.server()
+        self.server = new_server()
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(

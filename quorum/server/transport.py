@@ -34,6 +34,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
+from quorum.server.channels import open_channel
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import ProposalFailed, RaftDriver
 from quorum.server.errors import rich_status, wire_error
@@ -74,7 +75,7 @@ class GrpcTransport:
         majority: int = 2,
     ) -> None:
         self._cluster_id = cluster_id
-        self._channels = {peer: grpc.aio.insecure_channel(addr) for peer, addr in peers.items()}
+        self._channels = {peer: open_channel(addr) for peer, addr in peers.items()}
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
         self._call_timeout_s = request_timeout_ms / 1000
         self._fetch_timeout_s = fetch_max_wait_ms / 1000 + self._call_timeout_s

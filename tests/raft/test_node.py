@@ -116,6 +116,23 @@ def test_group_commit_makes_one_batch_and_one_flush() -> None:
     assert len([e for e in effects if isinstance(e, FlushLog)]) == 1
 
 
+def test_a_proposal_is_never_split_across_batches() -> None:
+    """A batch is what survives or dies whole in a crash, so each proposal (one
+    atomic metadata change) must sit inside one batch, however large."""
+    cluster = InstantCluster(voters=3, max_batch_records=4)
+    leader = cluster.elect()
+    sizes = [3, 2, 6, 1, 1, 1, 1]
+    results = [leader.propose([b"r"] * n, cluster.now) for n in sizes]
+    effects = leader.poll(cluster.now)
+    batches = [b for e in effects if isinstance(e, AppendBatches) for b in e.batches]
+    assert [len(b.records) for b in batches] == [3, 2, 6, 4]
+    for result in results:
+        first = leader.log.batch_at(result.first_offset)
+        last = leader.log.batch_at(result.last_offset)
+        assert first is not None and first is last
+    assert len([e for e in effects if isinstance(e, FlushLog)]) == 1
+
+
 def test_proposals_commit_on_every_voter() -> None:
     cluster = InstantCluster(voters=3)
     leader = cluster.elect()
