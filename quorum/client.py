@@ -117,19 +117,19 @@ class QuorumClient:
         )
 
     async def describe_quorum(
-        self, address: str | None = None, timeout_s: float = 2.0
+        self, address: str | None = None, timeout_s: float = 2.0, include_digest: bool = False
     ) -> pb.DescribeQuorumResponse:
         """The quorum as the leader sees it, or as the node at `address` sees it."""
         if address is not None:
-            return await self._describe(address, timeout_s)
+            return await self._describe(address, timeout_s, include_digest)
         targets = [self._leader_address] if self._leader_address else []
         targets += self.bootstrap
         last: Exception | None = None
         for target in targets:
             try:
-                reply = await self._describe(target, timeout_s)
+                reply = await self._describe(target, timeout_s, include_digest)
                 if reply.role != "leader" and reply.leader_address not in ("", target):
-                    reply = await self._describe(reply.leader_address, timeout_s)
+                    reply = await self._describe(reply.leader_address, timeout_s, include_digest)
             except grpc.aio.AioRpcError as err:
                 last = err
                 continue
@@ -140,9 +140,13 @@ class QuorumClient:
             last = QuorumUnavailableError(f"{target} knows no active leader")
         raise QuorumUnavailableError(f"no leader answered DescribeQuorum (tried {targets}): {last}")
 
-    async def _describe(self, address: str, timeout_s: float) -> pb.DescribeQuorumResponse:
+    async def _describe(
+        self, address: str, timeout_s: float, include_digest: bool
+    ) -> pb.DescribeQuorumResponse:
         stub = pb_grpc.RaftQuorumStub(self._channel(address))
-        request = pb.DescribeQuorumRequest(cluster_id=self.cluster_id)
+        request = pb.DescribeQuorumRequest(
+            cluster_id=self.cluster_id, include_image_digest=include_digest
+        )
         try:
             reply: pb.DescribeQuorumResponse = await stub.DescribeQuorum(request, timeout=timeout_s)
         except grpc.aio.AioRpcError as err:

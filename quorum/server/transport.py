@@ -319,10 +319,12 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         self, request: pb.DescribeQuorumRequest, context: Any
     ) -> pb.DescribeQuorumResponse:
         await self._check(context, request.cluster_id, [])
-        return describe_quorum(self._driver, self._addresses)
+        return describe_quorum(self._driver, self._addresses, request.include_image_digest)
 
 
-def describe_quorum(driver: RaftDriver, addresses: Mapping[int, str]) -> pb.DescribeQuorumResponse:
+def describe_quorum(
+    driver: RaftDriver, addresses: Mapping[int, str], include_image_digest: bool = False
+) -> pb.DescribeQuorumResponse:
     """This node's view; the replica lists only when it leads (as Kafka's tool shows)."""
     core = driver.core
     now_ms = driver.clock()
@@ -343,7 +345,8 @@ def describe_quorum(driver: RaftDriver, addresses: Mapping[int, str]) -> pb.Desc
     )
     if driver.replicated is not None:
         out.applied_offset = driver.replicated.image.applied_offset
-        out.image_digest = driver.replicated.image.digest()
+        if include_image_digest:
+            out.image_digest = driver.replicated.image.digest()
     if core.role is Role.LEADER:
         me = pb.ReplicaState(
             replica_id=driver.config.node_id,

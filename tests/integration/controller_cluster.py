@@ -180,7 +180,9 @@ class Cluster:
     async def _describe(self, node_id: int) -> pb.DescribeQuorumResponse:
         client = self.client()
         try:
-            return await client.describe_quorum(self.procs[node_id].address, timeout_s=2)
+            return await client.describe_quorum(
+                self.procs[node_id].address, timeout_s=2, include_digest=True
+            )
         finally:
             await client.close()
 

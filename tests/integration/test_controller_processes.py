@@ -35,7 +35,7 @@ def digests_agree(cluster: Cluster, ids: list[int], offset: int) -> bool:
     views = [cluster.describe(i) for i in ids]
     applied = {v.applied_offset for v in views}
     digests = {v.image_digest for v in views}
-    return min(applied) >= offset and len(applied) == 1 and len(digests) == 1
+    return min(applied) >= offset and len(applied) == 1 and len(digests) == 1 and "" not in digests
 
 
 def test_elects_commits_on_all_and_survives_kill_9_of_the_leader(cluster: Cluster) -> None:
