@@ -123,8 +123,9 @@ class _ProcessSystem:
 class QuorumSystem(_ProcessSystem):
     name = "quorum"
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra_props: dict[str, str] | None = None) -> None:
         self.root = root
+        self.extra_props = extra_props or {}
         self.members = Members(root, "controller")
         self.ports = {i: free_port() for i in (1, 2, 3)}
         self.cluster_id = ""
@@ -143,6 +144,7 @@ class QuorumSystem(_ProcessSystem):
                 "listeners": f"CONTROLLER://127.0.0.1:{port}",
                 "metadata.log.dir": str(self.root / f"controller-{node}"),
                 "log.level": os.environ.get("BENCH_QUORUM_LOG_LEVEL", "WARNING"),
+                **self.extra_props,
             }
             config.write_text(render_properties(props))
             _check_output(

@@ -26,6 +26,7 @@ class ErrorCode(Enum):
     SNAPSHOT_NOT_FOUND = 98
     POSITION_OUT_OF_RANGE = 99
     BROKER_NOT_AVAILABLE = 8
+    INVALID_RECORD = 87
 
 
 @dataclass(frozen=True, slots=True)

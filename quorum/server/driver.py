@@ -154,6 +154,7 @@ class RaftDriver:
         self.on_commit: list[Callable[[int], None]] = []
         self.on_role_change: list[Callable[[RoleChanged], None]] = []
         self.on_fatal: list[Callable[[str], None]] = []
+        self.on_apply_failed: list[Callable[[str], None]] = []
         self._closed = False
 
     # ----------------------------------------------------------------- control
@@ -321,7 +322,11 @@ class RaftDriver:
     def _on_committed(self, high_watermark: int) -> None:
         self._complete_waiters(high_watermark)
         if self.replicated is not None:
-            self.replicated.apply_committed(self.core.log, high_watermark)
+            try:
+                self.replicated.apply_committed(self.core.log, high_watermark)
+            except Exception as err:  # a record this build cannot apply: never skip it
+                self._fatal(f"cannot apply a committed record: {err}", self.on_apply_failed)
+                return
             self._maybe_snapshot()
         for callback in self.on_commit:
             callback(high_watermark)
@@ -332,11 +337,12 @@ class RaftDriver:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _fatal(self, reason: str) -> None:
-        """Storage failed under us: the log is in an unknown state, stop serving."""
+    def _fatal(self, reason: str, callbacks: list[Callable[[str], None]] | None = None) -> None:
+        """Storage failed under us (the log is in an unknown state), or a committed
+        record cannot be applied (this replica would fork from the others): stop."""
         log.critical("stopping: %s", reason)
         self._closed = True
-        for callback in self.on_fatal:
+        for callback in self.on_fatal if callbacks is None else callbacks:
             callback(reason)
 
     # ------------------------------------------------------------------ flushes

@@ -4,7 +4,9 @@ Start-up refuses, with a message naming the problem and exit code 1, a bad
 configuration, an unformatted metadata directory or one formatted for another
 node id, and a log or quorum-state file that fails its checks. At run time the
 process exits (code 3) when a majority of the voters reject its cluster id, and
-(code 4) when its log cannot be flushed. SIGTERM or SIGINT stop it gracefully: a
+(code 4) when its log cannot be flushed, and (code 5) when a committed record
+cannot be applied (an unknown record version, or a record that contradicts the
+image: skipping it would silently fork this replica). SIGTERM or SIGINT stop it gracefully: a
 leader first hands over with EndQuorumEpoch.
 
 Data layout under `metadata.log.dir` (Kafka's names where Kafka has them):
@@ -44,6 +46,7 @@ LOG_PARTITION_DIR = "__cluster_metadata-0"
 EXIT_STARTUP = 1
 EXIT_FOREIGN_CLUSTER = 3
 EXIT_STORAGE_FAILED = 4
+EXIT_APPLY_FAILED = 5
 SWITCH_INTERVAL_S = 0.0002
 
 
@@ -106,6 +109,7 @@ class Controller:
             loop.add_signal_handler(sig, self.stopping.set)
         self.node.transport.on_foreign_cluster = self._foreign_cluster
         self.node.driver.on_fatal.append(self._storage_failed)
+        self.node.driver.on_apply_failed.append(self._apply_failed)
         metrics_at = "disabled"
         if self.config.metrics_listener is not None:
             endpoint = self.config.metrics_listener
@@ -145,6 +149,11 @@ class Controller:
 
     def _storage_failed(self, reason: str) -> None:
         self.exit_code = EXIT_STORAGE_FAILED
+        self.stopping.set()
+
+    def _apply_failed(self, reason: str) -> None:
+        """An unknown record version or a record that contradicts the image."""
+        self.exit_code = EXIT_APPLY_FAILED
         self.stopping.set()
 
 

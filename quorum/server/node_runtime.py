@@ -9,7 +9,7 @@ and server reflection (so `grpcurl` works without the .proto files).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
@@ -42,6 +42,7 @@ class QuorumNode:
         state_store: QuorumStateStore,
         replicated: ReplicatedState | None = None,
         request_timeout_ms: int = 2000,
+        validate_record: Callable[[bytes], str | None] | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -59,7 +60,7 @@ class QuorumNode:
             self.server,
         )
         pb_grpc.add_QuorumLogServicer_to_server(
-            QuorumLogServicer(self.driver, cluster_id, addresses), self.server
+            QuorumLogServicer(self.driver, cluster_id, addresses, validate_record), self.server
         )
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)

@@ -370,12 +370,24 @@ def describe_quorum(
 
 
 class QuorumLogServicer(pb_grpc.QuorumLogServicer):
-    """Durable replicated writes of opaque records (the bench and tests use it)."""
+    """Durable replicated writes of raw records (benchmarks, probes and tests).
 
-    def __init__(self, driver: RaftDriver, cluster_id: str, addresses: Mapping[int, str]) -> None:
+    Every record lands in the metadata log that every replica applies, so each is
+    first checked by `validate_record` (the controller allows only NoOp records
+    here): anything else must go through the admin API's validation.
+    """
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        cluster_id: str,
+        addresses: Mapping[int, str],
+        validate_record: Callable[[bytes], str | None] | None = None,
+    ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._addresses = dict(addresses)
+        self._validate_record = validate_record
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
         hint = {"epoch": str(self._driver.core.epoch), "leader_id": str(leader_id or -1)}
@@ -401,6 +413,13 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             await context.abort_with_status(
                 rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
             )
+        if self._validate_record is not None:
+            for i, record in enumerate(request.records):
+                problem = self._validate_record(record)
+                if problem is not None:
+                    await context.abort_with_status(
+                        rich_status(ErrorCode.INVALID_RECORD, f"record {i}: {problem}")
+                    )
         if self._driver.closed:
             await context.abort_with_status(
                 rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
