@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from quorum.cli.quorum_describe import quorum_group
 from quorum.cli.storage import storage
 
 EXIT_OK = 0
@@ -36,6 +37,7 @@ def cli() -> None:
 
 
 cli.add_command(storage)
+cli.add_command(quorum_group)
 
 
 def main(argv: list[str] | None = None) -> int:

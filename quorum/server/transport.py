@@ -318,7 +318,9 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def DescribeQuorum(
         self, request: pb.DescribeQuorumRequest, context: Any
     ) -> pb.DescribeQuorumResponse:
-        await self._check(context, request.cluster_id, [])
+        # Operators' tools, like Kafka's clients, need not know the cluster id: an
+        # empty one is not checked, a wrong one is refused.
+        await self._check(context, request.cluster_id or self._cluster_id, [])
         return describe_quorum(self._driver, self._addresses, request.include_image_digest)
 
 

@@ -1,0 +1,88 @@
+"""`quorumctl quorum describe` against three real controllers, by subprocess."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from controller_cluster import Cluster, free_port, quorumctl
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster.create(Path(tmp_path_factory.mktemp("quorumctl")))
+    c.start()
+    try:
+        c.wait_for_leader()
+        c.write(5)
+        yield c
+    finally:
+        c.stop_all()
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(cluster.voter_addresses())
+
+
+def test_status_names_the_leader_epoch_and_high_watermark(cluster: Cluster) -> None:
+    leader = cluster.wait_for_leader()
+    done = quorumctl("quorum", "describe", "--status", "--bootstrap-controller", bootstrap(cluster))
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(":", 1) for line in done.stdout.splitlines())
+    assert int(lines["LeaderId"]) == leader.leader_id
+    assert int(lines["LeaderEpoch"]) == leader.leader_epoch
+    assert int(lines["HighWatermark"]) >= 6  # the leader change and five records
+    assert lines["CurrentVoters"].strip() == "[1,2,3]"
+
+
+def test_replication_json_has_one_row_per_voter_and_matches_the_leader(cluster: Cluster) -> None:
+    leader = cluster.wait_for_leader()
+    done = quorumctl(
+        "quorum", "describe", "--replication", "-o", "json",
+        "--bootstrap-controller", bootstrap(cluster),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert sorted(r["NodeId"] for r in rows) == [1, 2, 3]
+    statuses = {r["NodeId"]: r["Status"] for r in rows}
+    assert statuses[leader.leader_id] == "Leader"
+    assert sorted(statuses.values()) == ["Follower", "Follower", "Leader"]
+    assert all(r["LogEndOffset"] >= 6 and r["Lag"] >= 0 for r in rows)
+
+
+def test_the_table_has_kafkas_columns(cluster: Cluster) -> None:
+    done = quorumctl(
+        "quorum", "describe", "--replication", "--human-readable",
+        "--bootstrap-controller", bootstrap(cluster),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[0].split()
+    assert header == [
+        "NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status",
+    ]  # fmt: skip
+    assert "ms ago" in done.stdout
+
+
+def test_a_wrong_cluster_id_is_refused_with_its_error_name(cluster: Cluster) -> None:
+    done = quorumctl(
+        "quorum", "describe", "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA",
+        "--bootstrap-controller", bootstrap(cluster),
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "INCONSISTENT_CLUSTER_ID" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_no_reachable_controller_names_what_it_tried() -> None:
+    nowhere = f"127.0.0.1:{free_port()}"
+    done = quorumctl("quorum", "describe", "--bootstrap-controller", nowhere)
+    assert done.returncode == 1
+    assert nowhere in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_malformed_bootstrap_is_a_usage_error() -> None:
+    done = quorumctl("quorum", "describe", "--bootstrap-controller", "no-port-here")
+    assert done.returncode == 2
+    assert "host:port" in done.stderr
