@@ -183,7 +183,10 @@ class _QuorumClient:
         self._client = client
 
     async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
-        await self._client.write([key + b"=" + value], attempt_timeout_s=attempt_timeout_s)
+        from quorum.controller.codec import noop  # the raw write path takes NoOp records
+
+        record = noop(key + b"=" + value)
+        await self._client.write([record], attempt_timeout_s=attempt_timeout_s)
 
     async def close(self) -> None:
         await self._client.close()

@@ -740,6 +740,13 @@ class RaftNode:
     def node_id(self) -> int:
         return self._me
 
+    @property
+    def leader_committed_epoch(self) -> bool:
+        """This node leads and its own epoch's first record has committed, so every
+        entry of earlier epochs it kept is committed too: only now is the
+        committed state complete enough to validate new writes against."""
+        return self.role is Role.LEADER and self.high_watermark > self._epoch_start_offset
+
 
 def _batch_bounds(sizes: list[int], limit: int) -> list[tuple[int, int]]:
     """Cut queued proposals into batches of at most `limit` records, never splitting

@@ -21,6 +21,7 @@ from google.protobuf.message import Message as ProtoMessage
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from quorum.controller.api_errors import ApiError
 from quorum.raft.messages import ErrorCode
 
 DOMAIN = "kraft-quorum"
@@ -37,12 +38,39 @@ STATUS_FOR: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.BROKER_NOT_AVAILABLE: grpc.StatusCode.UNAVAILABLE,
 }
 
+# The admin API's errors (quorum/controller/api_errors.py): not-found, conflict,
+# precondition and invalid-argument families, as a gRPC client would expect.
+_API_STATUS: dict[grpc.StatusCode, tuple[ApiError, ...]] = {
+    grpc.StatusCode.NOT_FOUND: (
+        ApiError.UNKNOWN_TOPIC_OR_PARTITION,
+        ApiError.UNKNOWN_TOPIC_ID,
+        ApiError.BROKER_ID_NOT_REGISTERED,
+    ),
+    grpc.StatusCode.ALREADY_EXISTS: (
+        ApiError.TOPIC_ALREADY_EXISTS,
+        ApiError.DUPLICATE_BROKER_REGISTRATION,
+    ),
+    grpc.StatusCode.FAILED_PRECONDITION: (
+        ApiError.NOT_CONTROLLER,
+        ApiError.INCONSISTENT_CLUSTER_ID,
+        ApiError.STALE_BROKER_EPOCH,
+        ApiError.FENCED_LEADER_EPOCH,
+        ApiError.NOT_LEADER_OR_FOLLOWER,
+        ApiError.INVALID_UPDATE_VERSION,
+    ),
+    grpc.StatusCode.DEADLINE_EXCEEDED: (ApiError.REQUEST_TIMED_OUT,),
+    grpc.StatusCode.UNAVAILABLE: (ApiError.BROKER_NOT_AVAILABLE,),
+}
+API_STATUS_FOR: dict[ApiError, grpc.StatusCode] = {
+    error: status for status, errors in _API_STATUS.items() for error in errors
+}
+
 
 @dataclass(frozen=True)
 class WireError:
     """What a caller learns from a rejected call."""
 
-    error: ErrorCode | None
+    error: ErrorCode | ApiError | None
     status: grpc.StatusCode
     message: str
     metadata: dict[str, str] = field(default_factory=dict)
@@ -63,13 +91,16 @@ class WireError:
 
 
 def rich_status(
-    error: ErrorCode,
+    error: ErrorCode | ApiError,
     message: str,
     metadata: dict[str, str] | None = None,
     answer: ProtoMessage | None = None,
 ) -> grpc.Status:
     """The status a servicer aborts with (`await context.abort_with_status(...)`)."""
-    code = STATUS_FOR.get(error, grpc.StatusCode.FAILED_PRECONDITION)
+    if isinstance(error, ApiError):
+        code = API_STATUS_FOR.get(error, grpc.StatusCode.INVALID_ARGUMENT)
+    else:
+        code = STATUS_FOR.get(error, grpc.StatusCode.FAILED_PRECONDITION)
     info = error_details_pb2.ErrorInfo(
         reason=error.name,
         domain=DOMAIN,
@@ -97,7 +128,7 @@ def wire_error(err: grpc.RpcError) -> WireError:
     if raw is None:
         return WireError(None, code, text or "")
     status = status_pb2.Status.FromString(raw)
-    error: ErrorCode | None = None
+    error: ErrorCode | ApiError | None = None
     metadata: dict[str, str] = {}
     answer: any_pb2.Any | None = None
     for detail in status.details:
@@ -105,7 +136,7 @@ def wire_error(err: grpc.RpcError) -> WireError:
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
             metadata = dict(info.metadata)
-            error = ErrorCode.__members__.get(info.reason)
+            error = ErrorCode.__members__.get(info.reason) or ApiError.__members__.get(info.reason)
         else:
             answer = detail
     return WireError(error, code, status.message, metadata, answer)

@@ -25,13 +25,18 @@ import signal
 import sys
 from pathlib import Path
 
+import grpc
+
+from quorum.controller.codec import only_noop
+from quorum.controller.metadata_image import MetadataImage
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
+from quorum.server.admin_servicer import MetadataController, add_servicers
 from quorum.server.config import ConfigError, ControllerConfig, load_config
-from quorum.server.image import LogDigestImage
+from quorum.server.driver import RaftDriver
 from quorum.server.meta_properties import StorageFormatError, check_directory
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
@@ -67,8 +72,9 @@ class Controller:
                 partition_dir / "quorum-state", cluster_id, config.node_id
             )
             snapshot_store = FileSnapshotStore(partition_dir / "snapshots")
+            self.image = MetadataImage()
             self.replicated = ReplicatedState(
-                LogDigestImage(),
+                self.image,
                 snapshot_store,
                 SnapshotPolicy(
                     config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms
@@ -94,6 +100,8 @@ class Controller:
                 state_store,
                 self.replicated,
                 config.request_timeout_ms,
+                validate_record=only_noop,
+                add_services=self._add_admin_services,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
         except BaseException:
@@ -146,6 +154,11 @@ class Controller:
         )
         self.exit_code = EXIT_FOREIGN_CLUSTER
         self.stopping.set()
+
+    def _add_admin_services(self, server: grpc.aio.Server, driver: RaftDriver) -> list[str]:
+        addresses = {node: e.address() for node, e in self.config.voters.items()}
+        self.controller = MetadataController(driver, self.image, self.cluster_id, addresses)
+        return add_servicers(server, self.controller)
 
     def _storage_failed(self, reason: str) -> None:
         self.exit_code = EXIT_STORAGE_FAILED

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
+import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -43,6 +44,7 @@ class QuorumNode:
         replicated: ReplicatedState | None = None,
         request_timeout_ms: int = 2000,
         validate_record: Callable[[bytes], str | None] | None = None,
+        add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -62,10 +64,11 @@ class QuorumNode:
         pb_grpc.add_QuorumLogServicer_to_server(
             QuorumLogServicer(self.driver, cluster_id, addresses, validate_record), self.server
         )
+        extra = add_services(self.server, self.driver) if add_services else []
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
-            (*SERVICES, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
+            (*SERVICES, *extra, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         self.driver.on_role_change.append(self._update_health)
         self.port = self.server.add_insecure_port(listen)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from quorum.client import QuorumClient
+from quorum.controller.codec import noop
 from quorum.gen import raft_pb2 as pb
 from quorum.server.config import render_properties
 
@@ -225,8 +226,8 @@ class Cluster:
             try:
                 offsets = []
                 for i in range(count):
-                    record = prefix + b"%08d" % i
-                    result = await client.write([record.ljust(size, b".")], deadline_s=15)
+                    payload = (prefix + b"%08d" % i).ljust(size, b".")
+                    result = await client.write([noop(payload)], deadline_s=15)
                     offsets.append(result.last_offset)
                 return offsets
             finally:

@@ -13,6 +13,8 @@ from controller_cluster import Cluster, quorumctl, run
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from quorum.controller.codec import encode, noop, wrap
+from quorum.gen import metadata_pb2 as md
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import ErrorCode
@@ -200,7 +202,7 @@ def test_bad_requests_get_status_and_error_code_and_change_nothing(cluster: Clus
     )
     assert (code, error) == (grpc.StatusCode.FAILED_PRECONDITION, ErrorCode.INCONSISTENT_VOTER_SET)
 
-    code, error, meta = call_error(write(follower.address, [b"x"], cluster.cluster_id))
+    code, error, meta = call_error(write(follower.address, [noop(b"x")], cluster.cluster_id))
     assert (code, error) == (grpc.StatusCode.FAILED_PRECONDITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     assert meta["leader_id"] == str(view.leader_id)
     assert meta["leader_address"] == leader.address
@@ -208,8 +210,14 @@ def test_bad_requests_get_status_and_error_code_and_change_nothing(cluster: Clus
     code, error, _ = call_error(write(leader.address, [], cluster.cluster_id))
     assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, ErrorCode.INVALID_REQUEST)
 
-    code, error, _ = call_error(write(leader.address, [b"x"], "someone-else"))
+    code, error, _ = call_error(write(leader.address, [noop(b"x")], "someone-else"))
     assert (code, error) == (grpc.StatusCode.FAILED_PRECONDITION, ErrorCode.INCONSISTENT_CLUSTER_ID)
+
+    # Raw writes land in the metadata log every replica applies: only NoOp records.
+    topic = encode(wrap(topic=md.TopicRecord(name="sneaky", topic_id="AAAAAAAAAAAAAAAAAAAAAA")))
+    for record in (b"not a record", topic):
+        code, error, _ = call_error(write(leader.address, [record], cluster.cluster_id))
+        assert (code, error) == (grpc.StatusCode.INVALID_ARGUMENT, ErrorCode.INVALID_RECORD)
 
     after = cluster.describe(leader.node_id)
     assert (after.leader_epoch, after.leader_id) == (before.leader_epoch, before.leader_id)

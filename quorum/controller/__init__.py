@@ -1,0 +1,1 @@
+"""The metadata controller: records, image, placement, election and the admin API."""

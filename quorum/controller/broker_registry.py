@@ -1,0 +1,167 @@
+"""Broker registration, heartbeats, fencing and controlled shutdown (KIP-631).
+
+A broker registers fenced. A heartbeat showing it has applied the metadata up
+to its own registration unfences it, and offline partitions it can lead get it
+as leader. Asking to shut down marks it STOPPING, moves its leaderships away,
+and once it leads nothing the controller tells it to finish. `fence()` is what a
+session timeout calls (the broker agent's issue adds the timer).
+
+Heartbeat times and registration offsets are the active controller's memory,
+not metadata: a new active controller starts every broker's session afresh.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.codec import wrap
+from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.partition_ops import (
+    leads_anything,
+    moves_for_available_broker,
+    moves_for_shutdown,
+    moves_for_unavailable_broker,
+)
+from quorum.controller.topic_ops import Records, acceptable_leader
+from quorum.gen import broker_pb2 as bpb
+from quorum.gen import metadata_pb2 as md
+
+
+@dataclass
+class Session:
+    last_heartbeat: float
+    metadata_offset: int = -1
+
+
+class BrokerRegistry:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.sessions: dict[int, Session] = {}
+
+    def build_register(
+        self, request: bpb.RegisterBrokerRequest, next_offset: int
+    ) -> tuple[Records, bpb.RegisterBrokerResponse]:
+        if request.broker_id < 0:
+            raise ControllerError(ApiError.INVALID_REQUEST, "broker id must not be negative")
+        if not request.incarnation_id:
+            raise ControllerError(ApiError.INVALID_REQUEST, "incarnation id is required")
+        existing = self.image.brokers.get(request.broker_id)
+        if existing is not None and existing.incarnation_id == request.incarnation_id:
+            return [], bpb.RegisterBrokerResponse(broker_epoch=existing.broker_epoch)
+        if existing is not None and not existing.fenced and self._alive(request.broker_id):
+            raise ControllerError(
+                ApiError.DUPLICATE_BROKER_REGISTRATION,
+                f"broker {request.broker_id} is registered and alive with another incarnation",
+            )
+        epoch = max([next_offset] + [b.broker_epoch + 1 for b in self.image.brokers.values()])
+        record = md.RegisterBrokerRecord(
+            broker_id=request.broker_id,
+            incarnation_id=request.incarnation_id,
+            broker_epoch=epoch,
+            endpoints=[
+                md.BrokerEndpoint(
+                    name=lst.name,
+                    host=lst.host,
+                    port=lst.port,
+                    security_protocol=lst.security_protocol,
+                )
+                for lst in request.listeners
+            ],
+            features=[
+                md.BrokerFeatureRange(
+                    name=f.name,
+                    min_supported_version=f.min_supported_version,
+                    max_supported_version=f.max_supported_version,
+                )
+                for f in request.features
+            ],
+            fenced=True,
+        )
+        if request.HasField("rack"):
+            record.rack = request.rack
+        self.sessions[request.broker_id] = Session(time.monotonic())
+        return [wrap(register_broker=record)], bpb.RegisterBrokerResponse(broker_epoch=epoch)
+
+    def build_heartbeat(
+        self, request: bpb.BrokerHeartbeatRequest, high_watermark: int
+    ) -> tuple[Records, bpb.BrokerHeartbeatResponse]:
+        broker = self.image.brokers.get(request.broker_id)
+        if broker is None:
+            raise ControllerError(
+                ApiError.BROKER_ID_NOT_REGISTERED, f"broker {request.broker_id} is not registered"
+            )
+        if broker.broker_epoch != request.broker_epoch:
+            raise ControllerError(
+                ApiError.STALE_BROKER_EPOCH,
+                f"broker {request.broker_id} epoch is {broker.broker_epoch}, "
+                f"not {request.broker_epoch}",
+            )
+        self.sessions[broker.broker_id] = Session(time.monotonic(), request.current_metadata_offset)
+        caught_up = request.current_metadata_offset >= broker.broker_epoch
+        records: Records = []
+        epoch = broker.broker_epoch
+        fenced = broker.fenced
+        if request.want_shutdown:
+            if not broker.in_controlled_shutdown:
+                records.append(
+                    wrap(
+                        broker_registration_change=md.BrokerRegistrationChangeRecord(
+                            broker_id=broker.broker_id,
+                            broker_epoch=epoch,
+                            in_controlled_shutdown=True,
+                        )
+                    )
+                )
+                broker_ok = acceptable_leader(self.image)
+                records += moves_for_shutdown(
+                    self.image, broker.broker_id, lambda b: b != broker.broker_id and broker_ok(b)
+                )
+            done = broker.in_controlled_shutdown and not leads_anything(
+                self.image, broker.broker_id
+            )
+            return records, bpb.BrokerHeartbeatResponse(
+                is_caught_up=caught_up, is_fenced=fenced, should_shut_down=done,
+                high_watermark=high_watermark,
+            )  # fmt: skip
+        if request.want_fence and not fenced:
+            records += self.fence_records(broker.broker_id)
+            fenced = True
+        elif fenced and caught_up and not request.want_fence:
+            records.append(
+                wrap(
+                    unfence_broker=md.UnfenceBrokerRecord(
+                        broker_id=broker.broker_id, broker_epoch=epoch
+                    )
+                )
+            )
+            ok = acceptable_leader(self.image)
+            records += moves_for_available_broker(
+                self.image, broker.broker_id, lambda b: b == broker.broker_id or ok(b)
+            )
+            fenced = False
+        return records, bpb.BrokerHeartbeatResponse(
+            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=False,
+            high_watermark=high_watermark,
+        )  # fmt: skip
+
+    def fence_records(self, broker_id: int) -> Records:
+        """Fence a broker and move its leaderships and ISR places away."""
+        broker = self.image.brokers[broker_id]
+        ok = acceptable_leader(self.image)
+        records: Records = [
+            wrap(
+                fence_broker=md.FenceBrokerRecord(
+                    broker_id=broker_id, broker_epoch=broker.broker_epoch
+                )
+            )
+        ]
+        records += moves_for_unavailable_broker(
+            self.image, broker_id, lambda b: b != broker_id and ok(b)
+        )
+        return records
+
+    def _alive(self, broker_id: int, session_timeout_s: float = 9.0) -> bool:
+        session = self.sessions.get(broker_id)
+        return session is not None and time.monotonic() - session.last_heartbeat < session_timeout_s

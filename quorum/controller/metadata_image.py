@@ -1,0 +1,561 @@
+"""The metadata image: what the committed metadata records add up to.
+
+Every controller applies the same committed records in the same order, so every
+controller holds the same image at the same offset (`digest()` proves it across
+processes). Applying is deterministic and validates before it mutates: a record
+that contradicts the image raises `InconsistentRecordError` and changes nothing,
+because the active controller never writes one; seeing it means the logs
+diverged, and the replica must stop rather than guess.
+
+The image is also its own snapshot format: `snapshot_records()` writes each
+entity as one full-state record under a key whose byte order replays correctly
+(features, brokers, topics, partitions, configs, ACLs, producer ids), and
+`changes_since(offset)` gives the same kind of records for only what changed, so
+a lagging reader can catch up without replaying every record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from quorum.controller.codec import MetadataRecordError, decode, encode, wrap
+from quorum.gen import metadata_pb2 as md
+from snapshots.records import Record
+
+
+class InconsistentRecordError(MetadataRecordError):
+    pass
+
+
+@dataclass(slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    endpoints: tuple[tuple[str, str, int, str], ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    features: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def state(self) -> str:
+        if self.in_controlled_shutdown:
+            return "STOPPING"
+        return "FENCED" if self.fenced else "ONLINE"
+
+
+@dataclass(slots=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AclEntry:
+    acl_id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+_REMOVED = object()  # marks a tracked key whose entity is gone
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self._reset(0)
+        self._apply: dict[str, Callable[[md.MetadataRecord, int], None]] = {
+            "register_broker": self._register_broker,
+            "unregister_broker": self._unregister_broker,
+            "fence_broker": self._fence_broker,
+            "unfence_broker": self._unfence_broker,
+            "broker_registration_change": self._broker_change,
+            "topic": self._topic,
+            "partition": self._partition,
+            "partition_change": self._partition_change,
+            "remove_topic": self._remove_topic,
+            "config": self._config,
+            "access_control_entry": self._acl,
+            "remove_access_control_entry": self._remove_acl,
+            "producer_ids": self._producer_ids,
+            "feature_level": self._feature_level,
+            "no_op": lambda record, offset: None,
+            "leader_change": lambda record, offset: None,
+        }
+
+    def _reset(self, offset: int) -> None:
+        """Empty, standing at `offset`, tracking changes from there."""
+        self._applied_offset = offset
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.topics_by_name: dict[str, TopicImage] = {}
+        self.topics_by_id: dict[str, TopicImage] = {}
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.acls: dict[str, AclEntry] = {}
+        self.features: dict[str, int] = {}
+        self.next_producer_id = 0
+        self.producer_id_owner = (-1, -1)
+        self.partition_count = 0
+        self._digest: str | None = None
+        self._changed: dict[bytes, int] = {}  # key -> offset, oldest change first
+        self._removed: dict[bytes, md.MetadataRecord] = {}
+        self._tracked_from = offset
+
+    # ------------------------------------------------------ StateMachine seam
+
+    @property
+    def applied_offset(self) -> int:
+        return self._applied_offset
+
+    def apply(self, offset: int, record: bytes) -> None:
+        if offset < self._applied_offset:
+            return
+        self.apply_record(decode(record, offset), offset)
+
+    def apply_record(self, record: md.MetadataRecord, offset: int) -> None:
+        kind = record.WhichOneof("record")
+        handler = self._apply.get(kind or "")
+        if handler is None:
+            raise MetadataRecordError(f"record at offset {offset}: no handler for {kind}")
+        handler(record, offset)
+        self._applied_offset = offset + 1
+        self._digest = None
+
+    def advance_to(self, offset: int) -> None:
+        self._applied_offset = max(self._applied_offset, offset)
+
+    def load_snapshot(self, records: Iterable[Record], end_offset: int) -> None:
+        self._reset(0)
+        for _key, value in records:
+            self.apply_record(decode(value, end_offset - 1), end_offset - 1)
+        self._changed.clear()
+        self._removed.clear()
+        self._tracked_from = end_offset
+        self._applied_offset = end_offset
+        self._digest = None
+
+    def snapshot_records(self) -> Iterator[Record]:
+        for name, level in sorted(self.features.items()):
+            yield _feature_key(name), encode(_feature_record(name, level))
+        for broker in self.brokers.values():
+            yield _broker_key(broker.broker_id), encode(_broker_record(broker))
+        for topic in self.topics_by_id.values():
+            yield _topic_key(topic.topic_id), encode(_topic_record(topic))
+            for pid, part in topic.partitions.items():
+                record = _partition_record(topic, pid, part)
+                yield _partition_key(topic.topic_id, pid), encode(record)
+        for (rtype, rname), entries in self.configs.items():
+            for key, value in entries.items():
+                record = _config_record(rtype, rname, key, value)
+                yield _config_key(rtype, rname, key), encode(record)
+        for acl in self.acls.values():
+            yield _acl_key(acl.acl_id), encode(_acl_record(acl))
+        if self.producer_id_owner != (-1, -1) or self.next_producer_id:
+            yield _PRODUCER_KEY, encode(self._producer_record())
+
+    def digest(self) -> str:
+        """SHA-256 over the sorted snapshot records; cached until the next change."""
+        if self._digest is None:
+            sha = hashlib.sha256()
+            for key, value in sorted(self.snapshot_records()):
+                sha.update(len(key).to_bytes(4, "big"))
+                sha.update(key)
+                sha.update(len(value).to_bytes(4, "big"))
+                sha.update(value)
+            self._digest = sha.hexdigest()[:16]
+        return self._digest
+
+    # ------------------------------------------------------------------ reads
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics_by_name.get(name)
+
+    def topic_by_id(self, topic_id: str) -> TopicImage | None:
+        return self.topics_by_id.get(topic_id)
+
+    def partition(self, topic_id: str, partition_id: int) -> PartitionState | None:
+        topic = self.topics_by_id.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+    def config(self, resource_type: int, name: str) -> dict[str, str]:
+        return self.configs.get((resource_type, name), {})
+
+    @property
+    def topic_count(self) -> int:
+        return len(self.topics_by_id)
+
+    def unfenced_broker_ids(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def changes_since(self, offset: int) -> list[md.MetadataRecord] | None:
+        """Full-state records for what changed at `offset` or later, removals first;
+        replayed on an image that stood at `offset` they give this image. None when
+        `offset` is older than this image's change tracking (it began at its
+        snapshot): the reader must load a snapshot instead."""
+        if offset < self._tracked_from:
+            return None
+        keys: list[bytes] = []
+        for key, at in reversed(self._changed.items()):
+            if at < offset:
+                break
+            keys.append(key)
+        removals = [self._removed[k] for k in keys if k in self._removed]
+        current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
+        return removals + [decode(current[k], -1) for k in sorted(current)]
+
+    def snapshot_records_for(self, keys: Iterable[bytes]) -> Iterator[Record]:
+        for key in keys:
+            value = self._entity_record(key)
+            if value is not None:
+                yield key, encode(value)
+
+    # ------------------------------------------------------------- tracking
+
+    def _touch(self, key: bytes, offset: int, removal: md.MetadataRecord | None = None) -> None:
+        self._changed.pop(key, None)
+        self._changed[key] = offset
+        if removal is None:
+            self._removed.pop(key, None)
+        else:
+            self._removed[key] = removal
+
+    def _entity_record(self, key: bytes) -> md.MetadataRecord | None:
+        kind, _, rest = key.partition(b"/")
+        if kind == b"00":
+            name = rest.decode()
+            return _feature_record(name, self.features[name]) if name in self.features else None
+        if kind == b"10":
+            broker = self.brokers.get(int(rest))
+            return _broker_record(broker) if broker else None
+        if kind == b"20":
+            topic = self.topics_by_id.get(rest.decode())
+            return _topic_record(topic) if topic else None
+        if kind == b"21":
+            topic_id, _, pid = rest.decode().rpartition("/")
+            topic = self.topics_by_id.get(topic_id)
+            part = topic.partitions.get(int(pid)) if topic else None
+            return _partition_record(topic, int(pid), part) if topic and part else None
+        if kind == b"30":
+            rtype, rname, name = _split_config_key(rest)
+            value = self.configs.get((rtype, rname), {}).get(name)
+            return None if value is None else _config_record(rtype, rname, name, value)
+        if kind == b"40":
+            acl = self.acls.get(rest.decode())
+            return _acl_record(acl) if acl else None
+        if key == _PRODUCER_KEY:
+            return self._producer_record()
+        return None
+
+    # -------------------------------------------------------------- brokers
+
+    def _broker(self, broker_id: int, broker_epoch: int, offset: int) -> BrokerRegistration:
+        broker = self.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            raise InconsistentRecordError(
+                f"record at offset {offset}: broker {broker_id} epoch {broker_epoch} "
+                "is not registered"
+            )
+        return broker
+
+    def _register_broker(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.register_broker
+        self.brokers[r.broker_id] = BrokerRegistration(
+            r.broker_id,
+            r.incarnation_id,
+            r.broker_epoch,
+            tuple((e.name, e.host, e.port, e.security_protocol) for e in r.endpoints),
+            r.rack if r.HasField("rack") else None,
+            r.fenced,
+            r.in_controlled_shutdown,
+            tuple((f.name, f.min_supported_version, f.max_supported_version) for f in r.features),
+        )
+        self._touch(_broker_key(r.broker_id), offset)
+
+    def _unregister_broker(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.unregister_broker
+        self._broker(r.broker_id, r.broker_epoch, offset)
+        del self.brokers[r.broker_id]
+        self._touch(_broker_key(r.broker_id), offset, record)
+
+    def _fence_broker(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.fence_broker
+        self._broker(r.broker_id, r.broker_epoch, offset).fenced = True
+        self._touch(_broker_key(r.broker_id), offset)
+
+    def _unfence_broker(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.unfence_broker
+        self._broker(r.broker_id, r.broker_epoch, offset).fenced = False
+        self._touch(_broker_key(r.broker_id), offset)
+
+    def _broker_change(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.broker_registration_change
+        broker = self._broker(r.broker_id, r.broker_epoch, offset)
+        if r.fenced == md.FENCE_CHANGE_FENCE:
+            broker.fenced = True
+        elif r.fenced == md.FENCE_CHANGE_UNFENCE:
+            broker.fenced = False
+        if r.HasField("in_controlled_shutdown"):
+            broker.in_controlled_shutdown = r.in_controlled_shutdown
+        self._touch(_broker_key(r.broker_id), offset)
+
+    # --------------------------------------------------------------- topics
+
+    def _topic(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.topic
+        if r.name in self.topics_by_name or r.topic_id in self.topics_by_id:
+            raise InconsistentRecordError(
+                f"record at offset {offset}: topic {r.name} ({r.topic_id}) already exists"
+            )
+        topic = TopicImage(r.name, r.topic_id)
+        self.topics_by_name[r.name] = topic
+        self.topics_by_id[r.topic_id] = topic
+        self._touch(_topic_key(r.topic_id), offset)
+
+    def _known_topic(self, topic_id: str, offset: int) -> TopicImage:
+        topic = self.topics_by_id.get(topic_id)
+        if topic is None:
+            raise InconsistentRecordError(f"record at offset {offset}: unknown topic {topic_id}")
+        return topic
+
+    def _partition(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.partition
+        topic = self._known_topic(r.topic_id, offset)
+        if r.partition_id not in topic.partitions:
+            self.partition_count += 1
+        topic.partitions[r.partition_id] = PartitionState(
+            tuple(r.replicas),
+            tuple(r.isr),
+            r.leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            tuple(r.removing_replicas),
+            tuple(r.adding_replicas),
+        )
+        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+
+    def _partition_change(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.partition_change
+        part = self._known_topic(r.topic_id, offset).partitions.get(r.partition_id)
+        if part is None:
+            raise InconsistentRecordError(
+                f"record at offset {offset}: unknown partition {r.topic_id}-{r.partition_id}"
+            )
+        if r.HasField("leader") and r.leader != part.leader:
+            part.leader = r.leader
+            part.leader_epoch += 1
+        if r.HasField("isr"):
+            part.isr = tuple(r.isr.ids)
+        if r.HasField("replicas"):
+            part.replicas = tuple(r.replicas.ids)
+        if r.HasField("removing_replicas"):
+            part.removing_replicas = tuple(r.removing_replicas.ids)
+        if r.HasField("adding_replicas"):
+            part.adding_replicas = tuple(r.adding_replicas.ids)
+        part.partition_epoch += 1
+        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+
+    def _remove_topic(self, record: md.MetadataRecord, offset: int) -> None:
+        topic = self._known_topic(record.remove_topic.topic_id, offset)
+        del self.topics_by_id[topic.topic_id]
+        del self.topics_by_name[topic.name]
+        self.partition_count -= len(topic.partitions)
+        self.configs.pop((md.CONFIG_RESOURCE_TOPIC, topic.name), None)
+        for pid in topic.partitions:  # the RemoveTopic removal covers them
+            key = _partition_key(topic.topic_id, pid)
+            self._changed.pop(key, None)
+            self._removed.pop(key, None)
+        self._touch(_topic_key(topic.topic_id), offset, record)
+
+    # ------------------------------------------------- configs, ACLs, the rest
+
+    def _config(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.config
+        resource = (int(r.resource_type), r.resource_name)
+        key = _config_key(resource[0], r.resource_name, r.name)
+        if r.HasField("value"):
+            self.configs.setdefault(resource, {})[r.name] = r.value
+            self._touch(key, offset)
+            return
+        entries = self.configs.get(resource, {})
+        entries.pop(r.name, None)
+        if not entries:
+            self.configs.pop(resource, None)
+        self._touch(key, offset, record)
+
+    def _acl(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.access_control_entry
+        self.acls[r.id] = AclEntry(
+            r.id,
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            r.principal,
+            r.host,
+            r.operation,
+            r.permission_type,
+        )
+        self._touch(_acl_key(r.id), offset)
+
+    def _remove_acl(self, record: md.MetadataRecord, offset: int) -> None:
+        acl_id = record.remove_access_control_entry.id
+        if acl_id not in self.acls:
+            raise InconsistentRecordError(f"record at offset {offset}: unknown ACL {acl_id}")
+        del self.acls[acl_id]
+        self._touch(_acl_key(acl_id), offset, record)
+
+    def _producer_ids(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.producer_ids
+        if r.next_producer_id < self.next_producer_id:
+            raise InconsistentRecordError(
+                f"record at offset {offset}: producer ids go back from "
+                f"{self.next_producer_id} to {r.next_producer_id}"
+            )
+        self.next_producer_id = r.next_producer_id
+        self.producer_id_owner = (r.broker_id, r.broker_epoch)
+        self._touch(_PRODUCER_KEY, offset)
+
+    def _producer_record(self) -> md.MetadataRecord:
+        broker_id, broker_epoch = self.producer_id_owner
+        return wrap(
+            producer_ids=md.ProducerIdsRecord(
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                next_producer_id=self.next_producer_id,
+            )
+        )
+
+    def _feature_level(self, record: md.MetadataRecord, offset: int) -> None:
+        r = record.feature_level
+        if r.feature_level == 0:
+            self.features.pop(r.name, None)
+            self._touch(_feature_key(r.name), offset, record)
+        else:
+            self.features[r.name] = r.feature_level
+            self._touch(_feature_key(r.name), offset)
+
+
+# ------------------------------------------------------------- snapshot keys
+
+_PRODUCER_KEY = b"50/producer-ids"
+
+
+def _feature_key(name: str) -> bytes:
+    return b"00/" + name.encode()
+
+
+def _broker_key(broker_id: int) -> bytes:
+    return b"10/%010d" % broker_id
+
+
+def _topic_key(topic_id: str) -> bytes:
+    return b"20/" + topic_id.encode()
+
+
+def _partition_key(topic_id: str, partition_id: int) -> bytes:
+    return b"21/" + topic_id.encode() + b"/%010d" % partition_id
+
+
+def _config_key(resource_type: int, resource_name: str, name: str) -> bytes:
+    return b"30/%02d/" % resource_type + resource_name.encode() + b"\x00" + name.encode()
+
+
+def _split_config_key(rest: bytes) -> tuple[int, str, str]:
+    rtype, _, tail = rest.partition(b"/")
+    rname, _, name = tail.partition(b"\x00")
+    return int(rtype), rname.decode(), name.decode()
+
+
+def _acl_key(acl_id: str) -> bytes:
+    return b"40/" + acl_id.encode()
+
+
+# ------------------------------------------------------- full-state records
+
+
+def _feature_record(name: str, level: int) -> md.MetadataRecord:
+    return wrap(feature_level=md.FeatureLevelRecord(name=name, feature_level=level))
+
+
+def _broker_record(b: BrokerRegistration) -> md.MetadataRecord:
+    record = md.RegisterBrokerRecord(
+        broker_id=b.broker_id,
+        incarnation_id=b.incarnation_id,
+        broker_epoch=b.broker_epoch,
+        endpoints=[
+            md.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+            for n, h, p, s in b.endpoints
+        ],
+        features=[
+            md.BrokerFeatureRange(name=n, min_supported_version=lo, max_supported_version=hi)
+            for n, lo, hi in b.features
+        ],
+        fenced=b.fenced,
+        in_controlled_shutdown=b.in_controlled_shutdown,
+    )
+    if b.rack is not None:
+        record.rack = b.rack
+    return wrap(register_broker=record)
+
+
+def _topic_record(t: TopicImage) -> md.MetadataRecord:
+    return wrap(topic=md.TopicRecord(name=t.name, topic_id=t.topic_id))
+
+
+def _partition_record(t: TopicImage, pid: int, p: PartitionState) -> md.MetadataRecord:
+    return wrap(
+        partition=md.PartitionRecord(
+            partition_id=pid,
+            topic_id=t.topic_id,
+            replicas=p.replicas,
+            isr=p.isr,
+            removing_replicas=p.removing_replicas,
+            adding_replicas=p.adding_replicas,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            partition_epoch=p.partition_epoch,
+        )
+    )
+
+
+def _config_record(rtype: int, rname: str, name: str, value: str) -> md.MetadataRecord:
+    return wrap(
+        config=md.ConfigRecord(
+            resource_type=rtype,  # type: ignore[arg-type]
+            resource_name=rname,
+            name=name,
+            value=value,
+        )
+    )
+
+
+def _acl_record(a: AclEntry) -> md.MetadataRecord:
+    return wrap(
+        access_control_entry=md.AccessControlEntryRecord(
+            id=a.acl_id,
+            resource_type=a.resource_type,
+            resource_name=a.resource_name,
+            pattern_type=a.pattern_type,
+            principal=a.principal,
+            host=a.host,
+            operation=a.operation,
+            permission_type=a.permission_type,
+        )
+    )

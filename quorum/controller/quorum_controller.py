@@ -1,0 +1,92 @@
+"""The active controller's write path: validate, turn into records, commit, reply.
+
+Writes are queued and handled one at a time. Each is validated against the
+committed image, turned into records, and proposed as one Raft proposal, which
+the core never splits across batches, so it commits or vanishes whole. The next
+write is validated only after the previous one has committed and been applied,
+so validation never races the image. Reads come from the committed image.
+
+Only a leader whose own epoch has committed (so every earlier entry is committed
+and applied) accepts writes; others answer NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.codec import encode
+from quorum.controller.metadata_image import MetadataImage
+from quorum.gen import metadata_pb2 as md
+
+T = TypeVar("T")
+
+Build = Callable[[], tuple[list[md.MetadataRecord], T]]
+
+
+class NotController(Exception):
+    def __init__(self, leader_id: int | None) -> None:
+        super().__init__(f"not the active controller (leader: {leader_id})")
+        self.leader_id = leader_id
+
+
+@dataclass
+class ControllerStats:
+    queue_seconds: list[float] = field(default_factory=list)
+    process_seconds: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+class WriteQueue:
+    """Serialises writes and proposes each as one atomic batch."""
+
+    def __init__(
+        self,
+        image: MetadataImage,
+        node_id: int,
+        propose: Callable[[list[bytes]], Awaitable[object]],
+        ready: Callable[[], bool],
+        leader_id: Callable[[], int | None],
+    ) -> None:
+        self.image = image
+        self.node_id = node_id
+        self._propose = propose
+        self._ready = ready
+        self._leader_id = leader_id
+        self._lock = asyncio.Lock()
+        self.stats = ControllerStats()
+        self.on_timing: list[Callable[[float, float], None]] = []
+
+    @property
+    def active(self) -> bool:
+        return self._ready()
+
+    async def submit(self, build: Build[T], wait_ready_s: float = 2.0) -> T:
+        enqueued = time.monotonic()
+        async with self._lock:
+            started = time.monotonic()
+            await self._await_ready(wait_ready_s)
+            records, result = build()
+            if records:
+                await self._propose([encode(r) for r in records])
+            for observe in self.on_timing:
+                observe(started - enqueued, time.monotonic() - started)
+            return result
+
+    async def _await_ready(self, wait_s: float) -> None:
+        """A leader that has just won needs a moment to commit its own epoch."""
+        deadline = time.monotonic() + wait_s
+        while not self._ready():
+            leader = self._leader_id()
+            if leader != self.node_id or time.monotonic() >= deadline:
+                raise NotController(leader if leader != self.node_id else None)
+            await asyncio.sleep(0.01)
+
+
+def require(condition: bool, error: ApiError, message: str) -> None:
+    if not condition:
+        raise ControllerError(error, message)
