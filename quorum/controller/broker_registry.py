@@ -121,6 +121,12 @@ class BrokerRegistry:
             done = broker.in_controlled_shutdown and not leads_anything(
                 self.image, broker.broker_id
             )
+            if done and not fenced:
+                # Its work is handed over: fence it now so nothing waits on it and a
+                # restart (a new incarnation) may register at once.
+                records += self.fence_records(broker.broker_id)
+                self.sessions.pop(broker.broker_id, None)
+                fenced = True
             return records, bpb.BrokerHeartbeatResponse(
                 is_caught_up=caught_up, is_fenced=fenced, should_shut_down=done,
                 high_watermark=high_watermark,

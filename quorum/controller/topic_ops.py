@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
@@ -51,7 +51,7 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-def collision_warning(name: str, existing: dict[str, TopicImage]) -> str:
+def collision_warning(name: str, existing: Iterable[str]) -> str:
     """'.' and '_' collide in metric names; Kafka warns about such pairs."""
     if "." not in name and "_" not in name:
         return ""
@@ -135,6 +135,7 @@ def build_create_topics(
     records: Records = []
     response = api.CreateTopicsResponse()
     seen: set[str] = set()
+    created: list[str] = []
     for item in request.topics:
         result = response.topics.add(name=item.name)
         try:
@@ -162,7 +163,8 @@ def build_create_topics(
         result.error.CopyFrom(OK)
         result.num_partitions = len(assignment)
         result.replication_factor = factor
-        result.warning = collision_warning(item.name, image.topics_by_name)
+        result.warning = collision_warning(item.name, [*image.topics_by_name, *created])
+        created.append(item.name)
         for key, value in sorted(configs.items()):
             result.configs.add(name=key, value=value, source=api.DYNAMIC_TOPIC_CONFIG)
         if request.validate_only:

@@ -1,0 +1,101 @@
+"""An asyncio client for the admin API and broker calls that finds the active
+controller by itself: it follows NOT_CONTROLLER hints (the active controller's
+address in the rich status) and moves on from unreachable controllers, with no
+fixed back-off beyond a short pause after a full round of failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+
+from quorum.gen import admin_pb2_grpc as api_grpc
+from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.server.channels import open_channel
+from quorum.server.errors import WireError, wire_error
+
+ROUND_PAUSE_S = 0.05
+_MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+class AdminError(Exception):
+    """The controller refused the call; `error.error.name` is Kafka's error name."""
+
+    def __init__(self, error: WireError) -> None:
+        name = error.error.name if error.error else error.status.name
+        super().__init__(f"{name}: {error.message}")
+        self.error = error
+
+    @property
+    def name(self) -> str:
+        return self.error.error.name if self.error.error else self.error.status.name
+
+
+class NoControllerError(Exception):
+    """No controller answered before the deadline."""
+
+
+class AdminClient:
+    def __init__(self, bootstrap: Sequence[str], cluster_id: str = "") -> None:
+        if not bootstrap:
+            raise ValueError("at least one bootstrap address is needed")
+        self.bootstrap = list(bootstrap)
+        self.cluster_id = cluster_id
+        self._active: str | None = None
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def _channel(self, address: str) -> grpc.aio.Channel:
+        if address not in self._channels:
+            self._channels[address] = open_channel(address)
+        return self._channels[address]
+
+    async def admin(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
+        return await self._call(api_grpc.AdminStub, method, request, deadline_s)
+
+    async def broker(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
+        return await self._call(bpb_grpc.BrokerLifecycleStub, method, request, deadline_s)
+
+    async def _call(self, stub_type: Any, method: str, request: Any, deadline_s: float) -> Any:
+        if hasattr(request, "cluster_id") and not request.cluster_id:
+            request.cluster_id = self.cluster_id
+        give_up = time.monotonic() + deadline_s
+        tried: list[str] = []
+        index = 0
+        while time.monotonic() < give_up:
+            if self._active is not None:
+                address = self._active
+            else:
+                address = self.bootstrap[index % len(self.bootstrap)]
+                index += 1
+                if index % len(self.bootstrap) == 0:
+                    await asyncio.sleep(ROUND_PAUSE_S)
+            stub = stub_type(self._channel(address))
+            try:
+                timeout = max(0.05, give_up - time.monotonic())
+                return await getattr(stub, method)(request, timeout=timeout)
+            except grpc.aio.AioRpcError as err:
+                error = wire_error(err)
+                tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
+                name = error.error.name if error.error else ""
+                if name == "NOT_CONTROLLER":
+                    self._active = error.leader_address if error.leader_address != address else None
+                    if self._active is None:
+                        await asyncio.sleep(ROUND_PAUSE_S)
+                    continue
+                if error.error is None and err.code() in _MOVE_ON:
+                    self._active = None
+                    continue
+                raise AdminError(error) from err
+        raise NoControllerError(
+            f"no active controller answered {method} within {deadline_s}s; tried "
+            + ", ".join(tried[-len(self.bootstrap) :] or self.bootstrap)
+        )
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
