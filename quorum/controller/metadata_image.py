@@ -77,7 +77,6 @@ class AclEntry:
     permission_type: int
 
 
-_REMOVED = object()  # marks a tracked key whose entity is gone
 
 
 class MetadataImage:
@@ -116,7 +115,9 @@ class MetadataImage:
         self.partition_count = 0
         self._digest: str | None = None
         self._changed: dict[bytes, int] = {}  # key -> offset, oldest change first
-        self._removed: dict[bytes, md.MetadataRecord] = {}
+        # removed key -> (its removal record, the offset it was created at; -1: earlier)
+        self._removed: dict[bytes, tuple[md.MetadataRecord, int]] = {}
+        self._born: dict[bytes, int] = {}
         self._tracked_from = offset
 
     # ------------------------------------------------------ StateMachine seam
@@ -148,6 +149,7 @@ class MetadataImage:
             self.apply_record(decode(value, end_offset - 1), end_offset - 1)
         self._changed.clear()
         self._removed.clear()
+        self._born.clear()
         self._tracked_from = end_offset
         self._applied_offset = end_offset
         self._digest = None
@@ -217,7 +219,9 @@ class MetadataImage:
             if at < offset:
                 break
             keys.append(key)
-        removals = [self._removed[k] for k in keys if k in self._removed]
+        removals = [
+            self._removed[k][0] for k in keys if k in self._removed and self._removed[k][1] < offset
+        ]
         current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
         return removals + [decode(current[k], -1) for k in sorted(current)]
 
@@ -229,13 +233,23 @@ class MetadataImage:
 
     # ------------------------------------------------------------- tracking
 
-    def _touch(self, key: bytes, offset: int, removal: md.MetadataRecord | None = None) -> None:
+    def _touch(
+        self,
+        key: bytes,
+        offset: int,
+        removal: md.MetadataRecord | None = None,
+        created: bool = False,
+    ) -> None:
+        """Note a change. For removable entities also when they were created, so a
+        delta never asks an older image to remove what it never had."""
         self._changed.pop(key, None)
         self._changed[key] = offset
+        if created:
+            self._born[key] = offset
         if removal is None:
             self._removed.pop(key, None)
         else:
-            self._removed[key] = removal
+            self._removed[key] = (removal, self._born.pop(key, -1))
 
     def _entity_record(self, key: bytes) -> md.MetadataRecord | None:
         kind, _, rest = key.partition(b"/")
@@ -277,6 +291,7 @@ class MetadataImage:
 
     def _register_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.register_broker
+        created = r.broker_id not in self.brokers
         self.brokers[r.broker_id] = BrokerRegistration(
             r.broker_id,
             r.incarnation_id,
@@ -287,7 +302,7 @@ class MetadataImage:
             r.in_controlled_shutdown,
             tuple((f.name, f.min_supported_version, f.max_supported_version) for f in r.features),
         )
-        self._touch(_broker_key(r.broker_id), offset)
+        self._touch(_broker_key(r.broker_id), offset, created=created)
 
     def _unregister_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.unregister_broker
@@ -327,7 +342,7 @@ class MetadataImage:
         topic = TopicImage(r.name, r.topic_id)
         self.topics_by_name[r.name] = topic
         self.topics_by_id[r.topic_id] = topic
-        self._touch(_topic_key(r.topic_id), offset)
+        self._touch(_topic_key(r.topic_id), offset, created=True)
 
     def _known_topic(self, topic_id: str, offset: int) -> TopicImage:
         topic = self.topics_by_id.get(topic_id)
@@ -391,8 +406,10 @@ class MetadataImage:
         resource = (int(r.resource_type), r.resource_name)
         key = _config_key(resource[0], r.resource_name, r.name)
         if r.HasField("value"):
-            self.configs.setdefault(resource, {})[r.name] = r.value
-            self._touch(key, offset)
+            entries = self.configs.setdefault(resource, {})
+            created = r.name not in entries
+            entries[r.name] = r.value
+            self._touch(key, offset, created=created)
             return
         entries = self.configs.get(resource, {})
         entries.pop(r.name, None)
@@ -402,6 +419,7 @@ class MetadataImage:
 
     def _acl(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.access_control_entry
+        created = r.id not in self.acls
         self.acls[r.id] = AclEntry(
             r.id,
             r.resource_type,
@@ -412,7 +430,7 @@ class MetadataImage:
             r.operation,
             r.permission_type,
         )
-        self._touch(_acl_key(r.id), offset)
+        self._touch(_acl_key(r.id), offset, created=created)
 
     def _remove_acl(self, record: md.MetadataRecord, offset: int) -> None:
         acl_id = record.remove_access_control_entry.id
@@ -448,8 +466,9 @@ class MetadataImage:
             self.features.pop(r.name, None)
             self._touch(_feature_key(r.name), offset, record)
         else:
+            created = r.name not in self.features
             self.features[r.name] = r.feature_level
-            self._touch(_feature_key(r.name), offset)
+            self._touch(_feature_key(r.name), offset, created=created)
 
 
 # ------------------------------------------------------------- snapshot keys

@@ -53,7 +53,9 @@ def place_replicas(
             ApiError.INVALID_REPLICA_ASSIGNMENT,
             "not all brokers have rack information; set broker.rack on every broker or none",
         )
-    ids = _rack_alternated(brokers) if None not in racks else sorted(b.broker_id for b in brokers)
+    rack_aware = None not in racks
+    ids = _rack_alternated(brokers) if rack_aware else sorted(b.broker_id for b in brokers)
+    rack_of = {b.broker_id: b.rack for b in brokers}
     n = len(ids)
     start = rng.randrange(n)
     shift = rng.randrange(n)
@@ -65,9 +67,31 @@ def place_replicas(
         replicas = [ids[first]]
         for j in range(replication_factor - 1):
             step = 1 + (shift + j) % (n - 1)
-            replicas.append(ids[(first + step) % n])
+            candidate = (first + step) % n
+            if rack_aware:
+                candidate = _next_on_new_rack(ids, candidate, replicas, rack_of, len(racks))
+            replicas.append(ids[candidate])
         out.append(tuple(replicas))
     return out
+
+
+def _next_on_new_rack(
+    ids: list[int], start: int, chosen: list[int], rack_of: dict[int, str | None], racks: int
+) -> int:
+    """From `start` onwards, the first broker not yet chosen whose rack is not yet
+    used (while unused racks remain), as Kafka's rack-aware assignment walks."""
+    used = {rack_of[b] for b in chosen}
+    fallback = -1
+    for k in range(len(ids)):
+        index = (start + k) % len(ids)
+        broker = ids[index]
+        if broker in chosen:
+            continue
+        if len(used) >= racks or rack_of[broker] not in used:
+            return index
+        if fallback < 0:
+            fallback = index
+    return fallback
 
 
 def _rack_alternated(brokers: Sequence[BrokerInfo]) -> list[int]:
