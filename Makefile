@@ -42,7 +42,7 @@ test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict quorum/raft
-	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 -q
+	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft

@@ -77,8 +77,6 @@ class AclEntry:
     permission_type: int
 
 
-
-
 class MetadataImage:
     def __init__(self) -> None:
         self._reset(0)

@@ -13,6 +13,7 @@ from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError
 from quorum.controller.codec import wrap
 from quorum.controller.leader_election import (
+    NO_LEADER,
     ChangeSpec,
     on_broker_available,
     on_broker_unavailable,
@@ -68,8 +69,9 @@ def moves_for_unavailable_broker(
 def moves_for_shutdown(
     image: MetadataImage, broker: int, acceptable: Callable[[int], bool]
 ) -> Records:
-    """Controlled shutdown: move leadership away; leave the ISR where removing the
-    broker would take it below min.insync.replicas (acks=all writes keep working)."""
+    """Controlled shutdown: move leadership away (offline only where no other ISR
+    member can lead); leave the broker in ISRs where removing it would take them
+    below min.insync.replicas."""
     from quorum.controller.topic_ops import min_isr  # local: avoid an import cycle
 
     records = []
@@ -80,9 +82,9 @@ def moves_for_shutdown(
             isr = tuple(r for r in isr if r != broker)
         leader = part.leader
         if part.leader == broker:
-            leader = next((r for r in part.replicas if r in isr and acceptable(r)), -1)
-            if leader == -1:
-                continue  # nowhere to move it: it stays until the broker goes
+            # With no other ISR member to take over the partition goes offline now,
+            # as KRaft does: it would the moment the broker stops anyway.
+            leader = next((r for r in part.replicas if r in isr and acceptable(r)), NO_LEADER)
         spec = ChangeSpec(
             leader if leader != part.leader else None, isr if isr != part.isr else None
         )

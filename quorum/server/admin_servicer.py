@@ -11,6 +11,7 @@ error name; per-item refusals are in the response.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 import grpc
 
 from quorum.controller import cluster_ops, partition_ops, topic_ops
+from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
 from quorum.controller.metadata_image import MetadataImage
@@ -114,6 +116,21 @@ class MetadataController:
                 )
             )
         raise AssertionError("unreachable: abort_with_status raises")
+
+    async def rebalance_forever(self) -> None:
+        """`auto.leader.rebalance.enable`: every `leader.imbalance.check.interval.seconds`
+        the active controller moves leadership back to preferred replicas where a
+        broker's imbalance passes `leader.imbalance.per.broker.percentage`."""
+        while True:
+            cluster = self.image.config(cs.CLUSTER, "")
+            await asyncio.sleep(int(cluster.get("leader.imbalance.check.interval.seconds", "300")))
+            if not self.queue.active:
+                continue
+            with contextlib.suppress(NotController, NotLeaderError, ProposalFailed, TimeoutError):
+                await self.queue.submit(self._build_rebalance)
+
+    def _build_rebalance(self) -> tuple[list[Any], None]:
+        return partition_ops.build_rebalance(self.image), None
 
     def offset_hint(self) -> int:
         """The broker epoch a new registration gets: at least the next log offset."""

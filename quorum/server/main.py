@@ -36,6 +36,7 @@ from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
 from quorum.server.admin_servicer import MetadataController, add_servicers
 from quorum.server.config import ConfigError, ControllerConfig, load_config
+from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
 from quorum.server.meta_properties import StorageFormatError, check_directory
 from quorum.server.metrics import MetricsServer
@@ -108,6 +109,7 @@ class Controller:
             self.log_store.close()
             raise
         self.metrics = MetricsServer(self.node.driver)
+        self.controller_metrics = ControllerCollector(self.controller, self.metrics.registry)
         self.exit_code = 0
         self.stopping = asyncio.Event()
 
@@ -124,6 +126,10 @@ class Controller:
             port = self.metrics.start(endpoint.host, endpoint.port)
             metrics_at = f"http://{endpoint.host}:{port}/metrics"
         await self.node.start()
+        background = [
+            asyncio.ensure_future(self.controller_metrics.refresh_forever()),
+            asyncio.ensure_future(self.controller.rebalance_forever()),
+        ]
         role = "voter" if self.config.is_voter else "observer"
         log.info(
             "controller %d (%s) of cluster %s listening on %s, metrics %s, voters %s",
@@ -139,6 +145,8 @@ class Controller:
         finally:
             graceful = self.exit_code == 0
             log.info("stopping controller %d", self.config.node_id)
+            for task in background:
+                await cancel(task)
             await self.node.stop(resign=graceful)
             self.metrics.stop()
             self.log_store.close()

@@ -24,6 +24,9 @@ from quorum.server.errors import wire_error
 
 BROKERS = (1, 2, 3)
 
+# The module's tests share one cluster and build on each other, so `make test`
+# distributes tests by module (`--dist loadscope`): one worker runs them in order.
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
@@ -505,3 +508,33 @@ async def stream_creates(cluster: Cluster, acknowledged: list[str]) -> dict[str,
         await client.close()
     assert len(acknowledged) >= 50
     return {"attempted": attempted, "killed": killed}
+
+
+def test_controller_metrics_count_topics_partitions_and_the_active_controller(
+    cluster: Cluster, brokers: dict[int, int]
+) -> None:
+    leader = cluster.wait_for_leader().leader_id
+    listing = admin(cluster, "ListTopics", api.ListTopicsRequest())
+    partitions = sum(t.partitions for t in listing.topics)
+
+    def counted() -> bool:
+        m = cluster.procs[leader].metrics()
+        return (
+            m.get("quorum_controller_global_topic_count") == len(listing.topics)
+            and m.get("quorum_controller_global_partition_count") == partitions
+        )
+
+    cluster.wait_until(counted, 15, "controller gauges to refresh")
+    m = cluster.procs[leader].metrics()
+    assert m["quorum_controller_active_controller_count"] == 1
+    assert (
+        m["quorum_controller_active_broker_count"] + m["quorum_controller_fenced_broker_count"] == 3
+    )
+    assert m["quorum_controller_event_processing_time_seconds_count"] > 0
+    assert (
+        m["quorum_controller_last_committed_record_offset"]
+        >= m["quorum_controller_last_applied_record_offset"]
+        >= 0
+    )
+    standby = next(i for i in cluster.procs if i != leader)
+    assert cluster.procs[standby].metrics()["quorum_controller_active_controller_count"] == 0

@@ -232,3 +232,25 @@ def test_the_digest_catches_a_planted_divergence() -> None:
     part.isr = (2, 3)  # a replica that silently dropped one ISR member
     b._digest = None
     assert a.digest() != b.digest()
+
+
+def test_auto_rebalance_moves_leadership_back_only_past_the_threshold() -> None:
+    from quorum.controller.partition_ops import build_rebalance
+
+    image = MetadataImage()
+    records = [register(b) for b in (1, 2, 3)] + [topic("t", "T")]
+    records += [partition("T", p, [1 + p % 3, 1 + (p + 1) % 3]) for p in range(9)]
+    records += [change("T", 0, leader=2)]  # broker 1 preferred for 0, 3, 6: 1 of 3 moved
+    apply_all(image, records)
+    moves = build_rebalance(image)
+    assert [(r.partition_change.partition_id, r.partition_change.leader) for r in moves] == [(0, 1)]
+    off = wrap(
+        config=md.ConfigRecord(
+            resource_type=md.CONFIG_RESOURCE_CLUSTER,
+            resource_name="",
+            name="auto.leader.rebalance.enable",
+            value="false",
+        )
+    )
+    image.apply(image.applied_offset, encode(off))
+    assert build_rebalance(image) == []

@@ -1,0 +1,117 @@
+"""Prometheus metrics of the metadata controller, after Kafka's `KafkaController`
+and `ControllerEventManager` groups (ActiveControllerCount, GlobalTopicCount,
+GlobalPartitionCount, OfflinePartitionsCount, PreferredReplicaImbalanceCount,
+FencedBrokerCount, ActiveBrokerCount, EventQueueTimeMs, EventQueueProcessingTimeMs,
+LastAppliedRecordOffset, LastCommittedRecordOffset, MetadataErrorCount).
+
+Counts that need a walk over every partition are refreshed on the event loop
+every few seconds, and only when the image has moved, so a scrape (on the HTTP
+thread) never iterates structures the loop is changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from quorum.controller.leader_election import NO_LEADER
+from quorum.controller.topic_ops import min_isr
+from quorum.server.admin_servicer import MetadataController
+from quorum.server.metrics import LATENCY_BUCKETS
+
+REFRESH_S = 5.0
+
+
+@dataclass
+class _Counts:
+    at_offset: int = -1
+    topics: int = 0
+    partitions: int = 0
+    offline: int = 0
+    imbalance: int = 0
+    under_min_isr: int = 0
+    fenced: int = 0
+    active: int = 0
+
+
+def count(controller: MetadataController) -> _Counts:
+    image = controller.image
+    counts = _Counts(image.applied_offset, image.topic_count, image.partition_count)
+    for topic in image.topics_by_id.values():
+        floor = min_isr(image, topic)
+        for part in topic.partitions.values():
+            counts.offline += part.leader == NO_LEADER
+            counts.imbalance += bool(part.replicas) and part.leader != part.replicas[0]
+            counts.under_min_isr += len(part.isr) < floor
+    counts.fenced = sum(b.fenced for b in image.brokers.values())
+    counts.active = len(image.brokers) - counts.fenced
+    return counts
+
+
+class ControllerCollector(Collector):
+    def __init__(self, controller: MetadataController, registry: CollectorRegistry) -> None:
+        self.controller = controller
+        self.counts = _Counts()
+        registry.register(self)
+        queue_time = Histogram(
+            "quorum_controller_event_queue_time_seconds",
+            "Time a write waited in the controller's queue before it was handled.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        processing = Histogram(
+            "quorum_controller_event_processing_time_seconds",
+            "Time to validate a write, propose its records and see them committed.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        )
+        controller.queue.on_timing.append(
+            lambda queued, took: (queue_time.observe(queued), processing.observe(took))
+        )
+
+    async def refresh_forever(self) -> None:
+        while True:
+            if self.controller.image.applied_offset != self.counts.at_offset:
+                self.counts = count(self.controller)
+            await asyncio.sleep(REFRESH_S)
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        c, counts = self.controller, self.counts
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"quorum_controller_{name}", doc, value=value)
+
+        yield gauge("active_controller_count", "1 on the active controller, else 0.",
+                    1.0 if c.queue.active else 0.0)  # fmt: skip
+        yield gauge("global_topic_count", "Topics in the committed image.", counts.topics)
+        yield gauge("global_partition_count", "Partitions in the image.", counts.partitions)
+        yield gauge("offline_partitions_count", "Partitions with no leader.", counts.offline)
+        yield gauge("preferred_replica_imbalance_count",
+                    "Partitions not led by their first replica.", counts.imbalance)  # fmt: skip
+        yield gauge("under_min_isr_partition_count",
+                    "Partitions whose ISR is smaller than min.insync.replicas.",
+                    counts.under_min_isr)  # fmt: skip
+        yield gauge("fenced_broker_count", "Registered brokers that are fenced.", counts.fenced)
+        yield gauge("active_broker_count", "Registered brokers that are unfenced.", counts.active)
+        yield gauge("last_applied_record_offset", "Offset of the last record applied.",
+                    c.image.applied_offset - 1)  # fmt: skip
+        yield gauge("last_committed_record_offset", "The high watermark minus one.",
+                    c.driver.core.high_watermark - 1)  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_controller_metadata_errors",
+            "Requests refused at call level (a ControllerError).",
+            value=c.errors,
+        )
+
+
+async def cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
