@@ -20,11 +20,18 @@ NO_LEADER = -1
 
 
 class PartitionView(Protocol):
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
+    """Read-only: the rules decide, records change the image."""
+
+    @property
+    def replicas(self) -> tuple[int, ...]: ...
+    @property
+    def isr(self) -> tuple[int, ...]: ...
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def partition_epoch(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from quorum.controller.codec import MetadataRecordError, decode, encode, wrap
 from quorum.gen import metadata_pb2 as md
@@ -29,7 +29,7 @@ class InconsistentRecordError(MetadataRecordError):
     pass
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
     incarnation_id: str
@@ -47,8 +47,12 @@ class BrokerRegistration:
         return "FENCED" if self.fenced else "ONLINE"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PartitionState:
+    """Immutable, replaced on change: a snapshot then needs only shallow copies
+    of the containers, taken on the event loop in milliseconds, and encodes them
+    in a worker thread while applying goes on."""
+
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int
@@ -153,23 +157,19 @@ class MetadataImage:
         self._digest = None
 
     def snapshot_records(self) -> Iterator[Record]:
-        for name, level in sorted(self.features.items()):
-            yield _feature_key(name), encode(_feature_record(name, level))
-        for broker in self.brokers.values():
-            yield _broker_key(broker.broker_id), encode(_broker_record(broker))
-        for topic in self.topics_by_id.values():
-            yield _topic_key(topic.topic_id), encode(_topic_record(topic))
-            for pid, part in topic.partitions.items():
-                record = _partition_record(topic, pid, part)
-                yield _partition_key(topic.topic_id, pid), encode(record)
-        for (rtype, rname), entries in self.configs.items():
-            for key, value in entries.items():
-                record = _config_record(rtype, rname, key, value)
-                yield _config_key(rtype, rname, key), encode(record)
-        for acl in self.acls.values():
-            yield _acl_key(acl.acl_id), encode(_acl_record(acl))
+        """The image as it is now, encoded lazily: the containers are copied here
+        (their entries are immutable), so later applies cannot leak in while a
+        worker thread encodes and writes."""
+        features = sorted(self.features.items())
+        brokers = list(self.brokers.values())
+        topics = [(TopicImage(t.name, t.topic_id), dict(t.partitions))
+                  for t in self.topics_by_id.values()]  # fmt: skip
+        configs = [(key, dict(entries)) for key, entries in self.configs.items()]
+        acls = list(self.acls.values())
+        producer = None
         if self.producer_id_owner != (-1, -1) or self.next_producer_id:
-            yield _PRODUCER_KEY, encode(self._producer_record())
+            producer = self._producer_record()
+        return _encode_view(features, brokers, topics, configs, acls, producer)
 
     def digest(self) -> str:
         """SHA-256 over the sorted snapshot records; cached until the next change."""
@@ -310,23 +310,26 @@ class MetadataImage:
 
     def _fence_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.fence_broker
-        self._broker(r.broker_id, r.broker_epoch, offset).fenced = True
+        broker = self._broker(r.broker_id, r.broker_epoch, offset)
+        self.brokers[r.broker_id] = replace(broker, fenced=True)
         self._touch(_broker_key(r.broker_id), offset)
 
     def _unfence_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.unfence_broker
-        self._broker(r.broker_id, r.broker_epoch, offset).fenced = False
+        broker = self._broker(r.broker_id, r.broker_epoch, offset)
+        self.brokers[r.broker_id] = replace(broker, fenced=False)
         self._touch(_broker_key(r.broker_id), offset)
 
     def _broker_change(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.broker_registration_change
         broker = self._broker(r.broker_id, r.broker_epoch, offset)
         if r.fenced == md.FENCE_CHANGE_FENCE:
-            broker.fenced = True
+            broker = replace(broker, fenced=True)
         elif r.fenced == md.FENCE_CHANGE_UNFENCE:
-            broker.fenced = False
+            broker = replace(broker, fenced=False)
         if r.HasField("in_controlled_shutdown"):
-            broker.in_controlled_shutdown = r.in_controlled_shutdown
+            broker = replace(broker, in_controlled_shutdown=r.in_controlled_shutdown)
+        self.brokers[r.broker_id] = broker
         self._touch(_broker_key(r.broker_id), offset)
 
     # --------------------------------------------------------------- topics
@@ -371,18 +374,20 @@ class MetadataImage:
             raise InconsistentRecordError(
                 f"record at offset {offset}: unknown partition {r.topic_id}-{r.partition_id}"
             )
+        leader, leader_epoch = part.leader, part.leader_epoch
         if r.HasField("leader") and r.leader != part.leader:
-            part.leader = r.leader
-            part.leader_epoch += 1
-        if r.HasField("isr"):
-            part.isr = tuple(r.isr.ids)
-        if r.HasField("replicas"):
-            part.replicas = tuple(r.replicas.ids)
-        if r.HasField("removing_replicas"):
-            part.removing_replicas = tuple(r.removing_replicas.ids)
-        if r.HasField("adding_replicas"):
-            part.adding_replicas = tuple(r.adding_replicas.ids)
-        part.partition_epoch += 1
+            leader, leader_epoch = r.leader, leader_epoch + 1
+        self._known_topic(r.topic_id, offset).partitions[r.partition_id] = PartitionState(
+            tuple(r.replicas.ids) if r.HasField("replicas") else part.replicas,
+            tuple(r.isr.ids) if r.HasField("isr") else part.isr,
+            leader,
+            leader_epoch,
+            part.partition_epoch + 1,
+            tuple(r.removing_replicas.ids)
+            if r.HasField("removing_replicas")
+            else part.removing_replicas,
+            tuple(r.adding_replicas.ids) if r.HasField("adding_replicas") else part.adding_replicas,
+        )
         self._touch(_partition_key(r.topic_id, r.partition_id), offset)
 
     def _remove_topic(self, record: md.MetadataRecord, offset: int) -> None:
@@ -467,6 +472,32 @@ class MetadataImage:
             created = r.name not in self.features
             self.features[r.name] = r.feature_level
             self._touch(_feature_key(r.name), offset, created=created)
+
+
+def _encode_view(
+    features: list[tuple[str, int]],
+    brokers: list[BrokerRegistration],
+    topics: list[tuple[TopicImage, dict[int, PartitionState]]],
+    configs: list[tuple[tuple[int, str], dict[str, str]]],
+    acls: list[AclEntry],
+    producer: md.MetadataRecord | None,
+) -> Iterator[Record]:
+    for name, level in features:
+        yield _feature_key(name), encode(_feature_record(name, level))
+    for broker in brokers:
+        yield _broker_key(broker.broker_id), encode(_broker_record(broker))
+    for topic, partitions in topics:
+        yield _topic_key(topic.topic_id), encode(_topic_record(topic))
+        for pid, part in partitions.items():
+            yield _partition_key(topic.topic_id, pid), encode(_partition_record(topic, pid, part))
+    for (rtype, rname), entries in configs:
+        for key, value in entries.items():
+            record = _config_record(rtype, rname, key, value)
+            yield _config_key(rtype, rname, key), encode(record)
+    for acl in acls:
+        yield _acl_key(acl.acl_id), encode(_acl_record(acl))
+    if producer is not None:
+        yield _PRODUCER_KEY, encode(producer)
 
 
 # ------------------------------------------------------------- snapshot keys

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -66,6 +66,9 @@ class Transport(Protocol):
     async def fetch_snapshot_chunk(
         self, leader: int, epoch: int, snapshot_id: SnapshotId, position: int, max_bytes: int
     ) -> SnapshotChunk: ...
+
+
+SNAPSHOT_CHECK_S = 1.0
 
 
 class ProposalFailed(Exception):
@@ -162,6 +165,15 @@ class RaftDriver:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._process()
+        if self.replicated is not None:
+            self._spawn(self._snapshot_ticker())
+
+    async def _snapshot_ticker(self) -> None:
+        """`metadata.snapshot.max.interval.ms` must fire on a quiet log too, when no
+        commit arrives to ask whether a snapshot is due."""
+        while not self._closed:
+            await asyncio.sleep(SNAPSHOT_CHECK_S)
+            self._maybe_snapshot()
 
     async def stop(self, resign: bool = True) -> None:
         """Graceful stop: a leader hands over with EndQuorumEpoch first."""
@@ -412,7 +424,7 @@ class RaftDriver:
         self._spawn(self._write_snapshot(snapshot_id, records))
 
     async def _write_snapshot(
-        self, snapshot_id: SnapshotId, records: list[tuple[bytes, bytes]]
+        self, snapshot_id: SnapshotId, records: Iterable[tuple[bytes, bytes]]
     ) -> None:
         assert self.replicated is not None and self._loop is not None
         replicated = self.replicated

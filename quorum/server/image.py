@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Protocol
 
 from snapshots.records import Record
@@ -36,8 +36,11 @@ class StateMachine(Protocol):
         """Replace the whole state with a snapshot's records taken at `end_offset`."""
         ...
 
-    def snapshot_records(self) -> Iterator[Record]:
-        """The whole state as (key, value) pairs; the snapshot store sorts them."""
+    def snapshot_records(self) -> Iterable[Record]:
+        """The whole state as (key, value) pairs; the snapshot store sorts them.
+
+        Called on the event loop; the result may be consumed later in a worker
+        thread, so it must not see applies made after the call."""
         ...
 
     def digest(self) -> str:
@@ -81,9 +84,8 @@ class LogDigestImage:
         self._digest = state[b"digest"]
         self._applied_offset = end_offset
 
-    def snapshot_records(self) -> Iterator[Record]:
-        yield b"count", str(self._count).encode()
-        yield b"digest", self._digest
+    def snapshot_records(self) -> Iterable[Record]:
+        return [(b"count", str(self._count).encode()), (b"digest", self._digest)]
 
     def digest(self) -> str:
         return self._digest.hex()[:16]

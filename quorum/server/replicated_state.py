@@ -12,6 +12,7 @@ leader.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from quorum.raft.log import RaftLog
@@ -96,11 +97,14 @@ class ReplicatedState:
             return None
         return SnapshotId(end, epoch)
 
-    def capture(self) -> list[Record]:
-        """The image's records, copied on the loop so later applies cannot leak in."""
-        return list(self.image.snapshot_records())
+    def capture(self) -> Iterable[Record]:
+        """The image as it is now (the state machine copies what it must on the
+        loop, so later applies cannot leak in; encoding may happen later)."""
+        return self.image.snapshot_records()
 
-    def write_snapshot(self, snapshot_id: SnapshotId, records: list[Record]) -> list[SnapshotId]:
+    def write_snapshot(
+        self, snapshot_id: SnapshotId, records: Iterable[Record]
+    ) -> list[SnapshotId]:
         """Blocking (worker thread): write, publish, and drop snapshots beyond retention."""
         self.store.write(snapshot_id, records)
         return self.store.retain_latest(self.retain_count)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -73,9 +74,11 @@ def test_partition_changes_bump_epochs_as_kafka_does() -> None:
         1,
     )
     image.apply(7, encode(change("T1", 0, leader=2)))
-    assert (part.leader, part.leader_epoch, part.partition_epoch) == (2, 1, 2)
+    part = image.partition("T1", 0)
+    assert part is not None and (part.leader, part.leader_epoch, part.partition_epoch) == (2, 1, 2)
     image.apply(8, encode(change("T1", 0, leader=2)))  # same leader: no new leader epoch
-    assert (part.leader_epoch, part.partition_epoch) == (1, 3)
+    part = image.partition("T1", 0)
+    assert part is not None and (part.leader_epoch, part.partition_epoch) == (1, 3)
 
 
 def test_remove_topic_drops_partitions_and_configs() -> None:
@@ -229,7 +232,8 @@ def test_the_digest_catches_a_planted_divergence() -> None:
     assert a.digest() == b.digest()
     part = b.partition("T1", 1)
     assert part is not None
-    part.isr = (2, 3)  # a replica that silently dropped one ISR member
+    # A replica that silently dropped one ISR member.
+    b.topics_by_id["T1"].partitions[1] = replace(part, isr=(2, 3))
     b._digest = None
     assert a.digest() != b.digest()
 
