@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from quorum.server.config import ConfigError, ControllerConfig, load_config
+from broker_agent.config import BrokerConfig, is_broker_agent_config, load_broker_config
+from quorum.server.config import ConfigError, ControllerConfig, load_config, read_properties
 from quorum.server.meta_properties import (
     MetaProperties,
     StorageFormatError,
@@ -37,8 +38,11 @@ class OperationFailed(click.ClickException):
     exit_code = 1
 
 
-def _load(config_path: Path) -> ControllerConfig:
+def _load(config_path: Path) -> ControllerConfig | BrokerConfig:
+    """A controller's file, or a broker agent's (both name node.id and metadata.log.dir)."""
     try:
+        if is_broker_agent_config(read_properties(config_path)):
+            return load_broker_config(config_path)
         return load_config(config_path)
     except ConfigError as err:
         raise OperationFailed(f"invalid configuration {config_path}: {err}") from err

@@ -3,16 +3,20 @@
 A broker registers fenced. A heartbeat showing it has applied the metadata up
 to its own registration unfences it, and offline partitions it can lead get it
 as leader. Asking to shut down marks it STOPPING, moves its leaderships away,
-and once it leads nothing the controller tells it to finish. `fence()` is what a
-session timeout calls (the broker agent's issue adds the timer).
+and once it leads nothing the controller tells it to finish. A broker whose
+heartbeats stop for `broker.session.timeout.ms` is fenced (`expired`, then
+`fence_records` one broker per write, since each broker's partition moves are
+computed against the image the previous fence produced).
 
-Heartbeat times and registration offsets are the active controller's memory,
-not metadata: a new active controller starts every broker's session afresh.
+Heartbeat times are the active controller's memory, not metadata: a controller
+that becomes active starts every broker's session afresh (`refresh_all`), so a
+failover never fences a live broker.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from quorum.controller.api_errors import ApiError, ControllerError
@@ -33,12 +37,61 @@ from quorum.gen import metadata_pb2 as md
 class Session:
     last_heartbeat: float
     metadata_offset: int = -1
+    reported_state: str = ""
 
 
 class BrokerRegistry:
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(
+        self,
+        image: MetadataImage,
+        session_timeout_s: float = 9.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.image = image
+        self.session_timeout_s = session_timeout_s
+        self.clock = clock
         self.sessions: dict[int, Session] = {}
+
+    def touch(self, broker_id: int, metadata_offset: int, reported_state: str = "") -> None:
+        """A heartbeat arrived (validated by the caller)."""
+        self.sessions[broker_id] = Session(self.clock(), metadata_offset, reported_state)
+
+    def refresh_all(self) -> None:
+        """On becoming the active controller: every registered broker gets a
+        fresh session, whatever an earlier term of this controller remembered."""
+        now = self.clock()
+        for broker_id in self.image.brokers:
+            old = self.sessions.get(broker_id)
+            offset, state = (old.metadata_offset, old.reported_state) if old else (-1, "")
+            self.sessions[broker_id] = Session(now, offset, state)
+
+    def expired(self) -> list[int]:
+        """Unfenced brokers whose session has run out."""
+        now = self.clock()
+        return [
+            broker_id
+            for broker_id, broker in sorted(self.image.brokers.items())
+            if not broker.fenced and not self._alive(broker_id, now)
+        ]
+
+    def build_fence_expired(self, broker_id: int) -> tuple[Records, bool]:
+        """Re-checked inside the write queue: a heartbeat may have arrived meanwhile."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.fenced or self._alive(broker_id, self.clock()):
+            return [], False
+        return self.fence_records(broker_id), True
+
+    def heartbeat_needs_write(self, request: bpb.BrokerHeartbeatRequest) -> bool:
+        """Whether this heartbeat changes the broker's registration (so it must go
+        through the write queue); most heartbeats do not."""
+        broker = self.image.brokers.get(request.broker_id)
+        if broker is None or broker.broker_epoch != request.broker_epoch:
+            return False  # build_heartbeat raises the error without writing
+        if request.want_shutdown:
+            return True
+        if request.want_fence:
+            return not broker.fenced
+        return broker.fenced and request.current_metadata_offset > broker.broker_epoch
 
     def build_register(
         self, request: bpb.RegisterBrokerRequest, next_offset: int
@@ -81,7 +134,7 @@ class BrokerRegistry:
         )
         if request.HasField("rack"):
             record.rack = request.rack
-        self.sessions[request.broker_id] = Session(time.monotonic())
+        self.touch(request.broker_id, -1)
         return [wrap(register_broker=record)], bpb.RegisterBrokerResponse(broker_epoch=epoch)
 
     def build_heartbeat(
@@ -98,8 +151,12 @@ class BrokerRegistry:
                 f"broker {request.broker_id} epoch is {broker.broker_epoch}, "
                 f"not {request.broker_epoch}",
             )
-        self.sessions[broker.broker_id] = Session(time.monotonic(), request.current_metadata_offset)
-        caught_up = request.current_metadata_offset >= broker.broker_epoch
+        old = self.sessions.get(broker.broker_id)
+        self.touch(
+            broker.broker_id, request.current_metadata_offset, old.reported_state if old else ""
+        )
+        # The registration record sits at offset broker_epoch: caught up once applied.
+        caught_up = request.current_metadata_offset > broker.broker_epoch
         records: Records = []
         epoch = broker.broker_epoch
         fenced = broker.fenced
@@ -168,6 +225,7 @@ class BrokerRegistry:
         )
         return records
 
-    def _alive(self, broker_id: int, session_timeout_s: float = 9.0) -> bool:
+    def _alive(self, broker_id: int, now: float | None = None) -> bool:
         session = self.sessions.get(broker_id)
-        return session is not None and time.monotonic() - session.last_heartbeat < session_timeout_s
+        now = self.clock() if now is None else now
+        return session is not None and now - session.last_heartbeat < self.session_timeout_s

@@ -69,7 +69,7 @@ class WriteQueue:
         enqueued = time.monotonic()
         async with self._lock:
             started = time.monotonic()
-            await self._await_ready(wait_ready_s)
+            await self.wait_active(wait_ready_s)
             records, result = build()
             if records:
                 await self._propose([encode(r) for r in records])
@@ -77,7 +77,7 @@ class WriteQueue:
                 observe(started - enqueued, time.monotonic() - started)
             return result
 
-    async def _await_ready(self, wait_s: float) -> None:
+    async def wait_active(self, wait_s: float = 2.0) -> None:
         """A leader that has just won needs a moment to commit its own epoch."""
         deadline = time.monotonic() + wait_s
         while not self._ready():

@@ -26,10 +26,9 @@ from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.quorum_controller import NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
-from quorum.gen import broker_pb2 as bpb
-from quorum.gen import broker_pb2_grpc as bpb_grpc
 from quorum.gen import raft_pb2 as pb
 from quorum.raft.node import NotLeaderError
+from quorum.server.commit_clock import CommitClock
 from quorum.server.driver import ProposalFailed, RaftDriver
 from quorum.server.errors import rich_status
 from quorum.server.transport import describe_quorum
@@ -49,13 +48,16 @@ class MetadataController:
         cluster_id: str,
         addresses: Mapping[int, str],
         rng: random.Random | None = None,
+        session_timeout_s: float = 9.0,
     ) -> None:
         self.driver = driver
         self.image = image
         self.cluster_id = cluster_id
         self.addresses = dict(addresses)
         self.rng = rng or random.Random()
-        self.registry = BrokerRegistry(image)
+        self.registry = BrokerRegistry(image, session_timeout_s)
+        self.commits = CommitClock()
+        driver.on_commit.append(self.commits.on_commit)
         self.queue = WriteQueue(
             image,
             driver.config.node_id,
@@ -128,6 +130,28 @@ class MetadataController:
                 continue
             with contextlib.suppress(NotController, NotLeaderError, ProposalFailed, TimeoutError):
                 await self.queue.submit(self._build_rebalance)
+
+    async def fence_expired_forever(self) -> None:
+        """The heartbeat manager: fence brokers whose sessions ran out, one write
+        each. A controller that has just become active first gives every broker a
+        fresh session, so a failover fences nobody who is alive."""
+        was_active = False
+        period = min(0.25, self.registry.session_timeout_s / 8)
+        while True:
+            await asyncio.sleep(period)
+            active = self.queue.active
+            if active and not was_active:
+                self.registry.refresh_all()
+            was_active = active
+            if not active:
+                continue
+            for broker_id in self.registry.expired():
+                with contextlib.suppress(
+                    NotController, NotLeaderError, ProposalFailed, TimeoutError
+                ):
+                    await self.queue.submit(
+                        lambda b=broker_id: self.registry.build_fence_expired(b)
+                    )
 
     def _build_rebalance(self) -> tuple[list[Any], None]:
         return partition_ops.build_rebalance(self.image), None
@@ -239,6 +263,8 @@ class AdminServicer(api_grpc.AdminServicer):
             controller_address=self.c.addresses.get(leader, "") if leader is not None else "",
             metadata_offset=image.applied_offset,
         )
+        registry = self.c.registry
+        sessions, now, active = registry.sessions, registry.clock(), self.c.queue.active
         for broker_id in sorted(image.brokers):
             b = image.brokers[broker_id]
             host, port = (b.endpoints[0][1], b.endpoints[0][2]) if b.endpoints else ("", 0)
@@ -253,6 +279,12 @@ class AdminServicer(api_grpc.AdminServicer):
                 state=b.state,
                 incarnation_id=b.incarnation_id,
             )
+            session = sessions.get(broker_id) if active else None
+            if session is not None:
+                described = response.brokers[-1]
+                described.last_heartbeat_age_ms = int((now - session.last_heartbeat) * 1000)
+                described.metadata_offset = session.metadata_offset
+                described.reported_state = session.reported_state
         for name, level in sorted(image.features.items()):
             response.features.add(name=name, level=level)
         return response
@@ -260,34 +292,3 @@ class AdminServicer(api_grpc.AdminServicer):
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Any) -> Any:
         await self.c.check(context, request.cluster_id)
         return describe_quorum(self.c.driver, self.c.addresses, request.include_image_digest)
-
-
-class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
-    def __init__(self, controller: MetadataController) -> None:
-        self.c = controller
-
-    async def RegisterBroker(self, request: bpb.RegisterBrokerRequest, context: Any) -> Any:
-        c = self.c
-        return await c.write(
-            context,
-            request.cluster_id,
-            lambda: c.registry.build_register(request, c.offset_hint()),
-        )
-
-    async def BrokerHeartbeat(self, request: bpb.BrokerHeartbeatRequest, context: Any) -> Any:
-        c = self.c
-        return await c.write(
-            context,
-            request.cluster_id,
-            lambda: c.registry.build_heartbeat(request, c.driver.core.high_watermark),
-        )
-
-
-def add_servicers(server: grpc.aio.Server, controller: MetadataController) -> list[str]:
-    """Register both services; returns their full names for reflection."""
-    api_grpc.add_AdminServicer_to_server(AdminServicer(controller), server)
-    bpb_grpc.add_BrokerLifecycleServicer_to_server(BrokerLifecycleServicer(controller), server)
-    return [
-        api.DESCRIPTOR.services_by_name["Admin"].full_name,
-        bpb.DESCRIPTOR.services_by_name["BrokerLifecycle"].full_name,
-    ]

@@ -27,6 +27,8 @@ Kafka's keys (same meaning, same default):
 ``metadata.max.retention.ms``                  7 days (-1: unlimited)
 ``metadata.snapshot.max.new.record.bytes``     20 MiB
 ``metadata.snapshot.max.interval.ms``          1 hour (0: no time-based snapshots)
+``broker.session.timeout.ms``                  9000: a broker whose MetadataFetch
+                                               heartbeats stop this long is fenced
 =============================================  =========================================
 
 Ours (Kafka has no such key):
@@ -89,6 +91,7 @@ KAFKA_KEYS: tuple[str, ...] = (
     "metadata.max.retention.ms",
     "metadata.snapshot.max.new.record.bytes",
     "metadata.snapshot.max.interval.ms",
+    "broker.session.timeout.ms",
 )
 OUR_KEYS: tuple[str, ...] = (
     "controller.quorum.fetch.max.wait.ms",
@@ -163,6 +166,7 @@ class ControllerConfig:
     snapshot_max_new_record_bytes: int
     snapshot_max_interval_ms: int
     snapshot_retain_count: int
+    broker_session_timeout_ms: int = 9000
     log_level: str = "INFO"
     source: Path | None = None
 
@@ -196,7 +200,7 @@ class ControllerConfig:
 
 
 @dataclass(frozen=True)
-class _IntSpec:
+class IntSpec:
     field: str
     default: int
     minimum: int
@@ -204,35 +208,41 @@ class _IntSpec:
 
 
 _DAY_MS = 24 * 3600 * 1000
-_INT_KEYS: dict[str, _IntSpec] = {
-    "controller.quorum.election.timeout.ms": _IntSpec("election_timeout_ms", 1000, 1),
-    "controller.quorum.fetch.timeout.ms": _IntSpec("fetch_timeout_ms", 2000, 1),
-    "controller.quorum.election.backoff.max.ms": _IntSpec("election_backoff_max_ms", 1000, 1),
-    "controller.quorum.request.timeout.ms": _IntSpec("request_timeout_ms", 2000, 1),
-    "controller.quorum.retry.backoff.ms": _IntSpec("retry_backoff_ms", 20, 0),
-    "controller.quorum.fetch.max.wait.ms": _IntSpec("fetch_max_wait_ms", 500, 0),
-    "metadata.log.segment.bytes": _IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
-    "metadata.log.segment.ms": _IntSpec("log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
-    "metadata.max.retention.bytes": _IntSpec("max_retention_bytes", 100 << 20, -1, LONG_MAX),
-    "metadata.max.retention.ms": _IntSpec("max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX),
-    "metadata.snapshot.max.new.record.bytes": _IntSpec(
+_INT_KEYS: dict[str, IntSpec] = {
+    "controller.quorum.election.timeout.ms": IntSpec("election_timeout_ms", 1000, 1),
+    "controller.quorum.fetch.timeout.ms": IntSpec("fetch_timeout_ms", 2000, 1),
+    "controller.quorum.election.backoff.max.ms": IntSpec("election_backoff_max_ms", 1000, 1),
+    "controller.quorum.request.timeout.ms": IntSpec("request_timeout_ms", 2000, 1),
+    "controller.quorum.retry.backoff.ms": IntSpec("retry_backoff_ms", 20, 0),
+    "controller.quorum.fetch.max.wait.ms": IntSpec("fetch_max_wait_ms", 500, 0),
+    "metadata.log.segment.bytes": IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
+    "metadata.log.segment.ms": IntSpec("log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
+    "metadata.max.retention.bytes": IntSpec("max_retention_bytes", 100 << 20, -1, LONG_MAX),
+    "metadata.max.retention.ms": IntSpec("max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX),
+    "metadata.snapshot.max.new.record.bytes": IntSpec(
         "snapshot_max_new_record_bytes", 20 << 20, 1, LONG_MAX
     ),
-    "metadata.snapshot.max.interval.ms": _IntSpec(
+    "metadata.snapshot.max.interval.ms": IntSpec(
         "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
     ),
-    "metadata.snapshot.retain.count": _IntSpec("snapshot_retain_count", 2, 1),
+    "metadata.snapshot.retain.count": IntSpec("snapshot_retain_count", 2, 1),
+    "broker.session.timeout.ms": IntSpec("broker_session_timeout_ms", 9000, 1),
 }
 
 
 def load_config(path: Path | str) -> ControllerConfig:
-    """Read and validate a properties file.
+    """Read and validate a controller's properties file."""
+    path = Path(path)
+    return parse_config(read_properties(path), source=path)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a properties file.
 
     A file that cannot be read or parsed is reported as key ``config``; a key
     given twice is an error (Java would silently keep the last one, hiding an
     edit that did not take effect).
     """
-    path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
         elements = list(javaproperties.parse(text))
@@ -254,7 +264,7 @@ def load_config(path: Path | str) -> ControllerConfig:
             props[element.key] = element.value
             first_line[element.key] = line
         line += len(element.source.splitlines())
-    return parse_config(props, source=path)
+    return props
 
 
 def parse_config(props: Mapping[str, str], source: Path | None = None) -> ControllerConfig:
@@ -266,41 +276,41 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(key, f"unknown property '{key}'{hint}")
 
-    node_id = _integer(props, "node.id", _IntSpec("node_id", -1, 0), required=True)
+    node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
     roles = _roles(props.get("process.roles", ""))
-    voters = _voters(props.get("controller.quorum.voters", ""))
+    voter_map = voters(props.get("controller.quorum.voters", ""))
     listener = _listener(props)
     log_dir = props.get("metadata.log.dir", "")
     if not log_dir:
         raise ConfigError("metadata.log.dir", "is required: the metadata log directory")
-    ints = {spec.field: _integer(props, key, spec) for key, spec in _INT_KEYS.items()}
+    ints = {spec.field: integer(props, key, spec) for key, spec in _INT_KEYS.items()}
     raw_metrics = props.get("metrics.listener", "")
-    metrics = _url("metrics.listener", raw_metrics) if raw_metrics else None
-    level = _log_level(props.get("log.level", "") or "INFO")
+    metrics = url("metrics.listener", raw_metrics) if raw_metrics else None
+    level = log_level(props.get("log.level", "") or "INFO")
 
     if roles == (CONTROLLER,):
-        if node_id not in voters:
+        if node_id not in voter_map:
             raise ConfigError(
                 "node.id",
                 f"node.id {node_id} is not in controller.quorum.voters "
-                f"({', '.join(map(str, sorted(voters)))}): a controller must be a voter. "
+                f"({', '.join(map(str, sorted(voter_map)))}): a controller must be a voter. "
                 "To follow the log as an observer, set process.roles=broker",
             )
-        if voters[node_id].port != listener.port:
+        if voter_map[node_id].port != listener.port:
             raise ConfigError(
                 "listeners",
                 f"listeners port {listener.port} differs from the port of node {node_id} "
-                f"in controller.quorum.voters ({voters[node_id].address()}); peers would "
+                f"in controller.quorum.voters ({voter_map[node_id].address()}); peers would "
                 "dial a port nobody listens on",
             )
     else:
-        if node_id in voters:
+        if node_id in voter_map:
             raise ConfigError(
                 "process.roles",
                 f"process.roles=broker, but node.id {node_id} is in "
                 "controller.quorum.voters: a voter must be a controller",
             )
-        for voter, endpoint in voters.items():
+        for voter, endpoint in voter_map.items():
             if _same_endpoint(endpoint, listener):
                 raise ConfigError(
                     "listeners",
@@ -316,9 +326,9 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
     return ControllerConfig(
         node_id=node_id,
         process_roles=roles,
-        voters=voters,
+        voters=voter_map,
         listener=listener,
-        advertised=voters.get(node_id, listener),
+        advertised=voter_map.get(node_id, listener),
         metadata_log_dir=Path(log_dir),
         election_timeout_ms=ints["election_timeout_ms"],
         fetch_timeout_ms=ints["fetch_timeout_ms"],
@@ -334,6 +344,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         snapshot_max_new_record_bytes=ints["snapshot_max_new_record_bytes"],
         snapshot_max_interval_ms=ints["snapshot_max_interval_ms"],
         snapshot_retain_count=ints["snapshot_retain_count"],
+        broker_session_timeout_ms=ints["broker_session_timeout_ms"],
         log_level=level,
         source=source,
     )
@@ -371,7 +382,7 @@ def _escape_value(value: str) -> str:
     return "".join(out)
 
 
-def _integer(props: Mapping[str, str], key: str, spec: _IntSpec, *, required: bool = False) -> int:
+def integer(props: Mapping[str, str], key: str, spec: IntSpec, *, required: bool = False) -> int:
     raw = props.get(key)
     if raw is None:
         if required:
@@ -406,11 +417,11 @@ def _roles(raw: str) -> tuple[str, ...]:
     return (roles[0],)
 
 
-def _voters(raw: str) -> dict[int, Endpoint]:
+def voters(raw: str) -> dict[int, Endpoint]:
     key = "controller.quorum.voters"
     if not raw:
         raise ConfigError(key, "is required, e.g. 1@127.0.0.1:9093,2@127.0.0.1:9094")
-    voters: dict[int, Endpoint] = {}
+    found: dict[int, Endpoint] = {}
     for entry in (e.strip() for e in raw.split(",")):
         node, at, address = entry.partition("@")
         if not at:
@@ -420,16 +431,16 @@ def _voters(raw: str) -> dict[int, Endpoint]:
         node_id = int(node)
         if node_id > INT_MAX:
             raise ConfigError(key, f"entry {entry!r} has a node id above {INT_MAX}")
-        endpoint = _host_port(key, address.strip())
-        if node_id in voters:
+        endpoint = host_port(key, address.strip())
+        if node_id in found:
             raise ConfigError(key, f"node {node_id} appears twice")
-        for other, known in voters.items():
+        for other, known in found.items():
             if _same_endpoint(known, endpoint):
                 raise ConfigError(
                     key, f"nodes {other} and {node_id} share the address {endpoint.address()}"
                 )
-        voters[node_id] = endpoint
-    return voters
+        found[node_id] = endpoint
+    return found
 
 
 def _listener(props: Mapping[str, str]) -> Endpoint:
@@ -457,17 +468,17 @@ def _listener(props: Mapping[str, str]) -> Endpoint:
             f"listeners has no {names[0]} listener (named by controller.listener.names); "
             f"found {', '.join(found)}",
         )
-    return _host_port("listeners", found[names[0]], any_host=True)
+    return host_port("listeners", found[names[0]], any_host=True)
 
 
-def _url(key: str, raw: str) -> Endpoint:
+def url(key: str, raw: str) -> Endpoint:
     scheme, sep, rest = raw.partition("://")
     if not sep or scheme.lower() != "http":
         raise ConfigError(key, f"must look like http://host:port, got {raw!r}")
-    return _host_port(key, rest.rstrip("/"), any_host=True)
+    return host_port(key, rest.rstrip("/"), any_host=True)
 
 
-def _host_port(key: str, raw: str, any_host: bool = False) -> Endpoint:
+def host_port(key: str, raw: str, any_host: bool = False) -> Endpoint:
     """Parse ``host:port`` or ``[ipv6]:port``; an empty host (only where
     `any_host`) means every interface, as in Kafka's ``CONTROLLER://:9093``."""
     host, sep, port_text = raw.rpartition(":")
@@ -494,7 +505,7 @@ def _same_endpoint(a: Endpoint, b: Endpoint) -> bool:
     return a.port == b.port and a.host.lower() == b.host.lower()
 
 
-def _log_level(raw: str) -> str:
+def log_level(raw: str) -> str:
     level = raw.upper()
     level = _LOG_LEVEL_ALIASES.get(level, level)
     if level not in LOG_LEVELS:

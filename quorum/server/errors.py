@@ -45,6 +45,7 @@ _API_STATUS: dict[grpc.StatusCode, tuple[ApiError, ...]] = {
         ApiError.UNKNOWN_TOPIC_OR_PARTITION,
         ApiError.UNKNOWN_TOPIC_ID,
         ApiError.BROKER_ID_NOT_REGISTERED,
+        ApiError.SNAPSHOT_NOT_FOUND,
     ),
     grpc.StatusCode.ALREADY_EXISTS: (
         ApiError.TOPIC_ALREADY_EXISTS,
@@ -59,6 +60,7 @@ _API_STATUS: dict[grpc.StatusCode, tuple[ApiError, ...]] = {
         ApiError.INVALID_UPDATE_VERSION,
     ),
     grpc.StatusCode.DEADLINE_EXCEEDED: (ApiError.REQUEST_TIMED_OUT,),
+    grpc.StatusCode.OUT_OF_RANGE: (ApiError.OFFSET_OUT_OF_RANGE, ApiError.POSITION_OUT_OF_RANGE),
     grpc.StatusCode.UNAVAILABLE: (ApiError.BROKER_NOT_AVAILABLE,),
 }
 API_STATUS_FOR: dict[ApiError, grpc.StatusCode] = {

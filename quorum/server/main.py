@@ -34,7 +34,8 @@ from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
-from quorum.server.admin_servicer import MetadataController, add_servicers
+from quorum.server.admin_servicer import MetadataController
+from quorum.server.broker_servicer import add_servicers
 from quorum.server.config import ConfigError, ControllerConfig, load_config
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
@@ -129,6 +130,7 @@ class Controller:
         background = [
             asyncio.ensure_future(self.controller_metrics.refresh_forever()),
             asyncio.ensure_future(self.controller.rebalance_forever()),
+            asyncio.ensure_future(self.controller.fence_expired_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
         log.info(
@@ -165,7 +167,13 @@ class Controller:
 
     def _add_admin_services(self, server: grpc.aio.Server, driver: RaftDriver) -> list[str]:
         addresses = {node: e.address() for node, e in self.config.voters.items()}
-        self.controller = MetadataController(driver, self.image, self.cluster_id, addresses)
+        self.controller = MetadataController(
+            driver,
+            self.image,
+            self.cluster_id,
+            addresses,
+            session_timeout_s=self.config.broker_session_timeout_ms / 1000,
+        )
         return add_servicers(server, self.controller)
 
     def _storage_failed(self, reason: str) -> None:

@@ -80,6 +80,7 @@ class Cluster:
     cluster_id: str
     procs: dict[int, Proc] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
+    brokers: dict[int, Proc] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -121,15 +122,53 @@ class Cluster:
         return cluster
 
     def format(self, node_id: int, cluster_id: str | None = None) -> None:
+        self._format(self.procs[node_id].config, cluster_id)
+
+    def _format(self, config: Path, cluster_id: str | None = None) -> None:
         result = quorumctl(
-            "storage",
-            "format",
-            "--cluster-id",
-            cluster_id or self.cluster_id,
-            "--config",
-            str(self.procs[node_id].config),
-        )
+            "storage", "format", "--cluster-id", cluster_id or self.cluster_id,
+            "--config", str(config),
+        )  # fmt: skip
         assert result.returncode == 0, result.stderr
+
+    # ------------------------------------------------------------------ brokers
+
+    def add_brokers(self, *broker_ids: int, **extra: str) -> None:
+        """Configure and format broker agents (ids must not be controller ids)."""
+        voters = ",".join(
+            f"{n}@127.0.0.1:{p.port}" for n, p in self.procs.items() if n not in self.brokers
+        )
+        for broker_id in broker_ids:
+            proc = Proc(
+                broker_id, free_port(), free_port(),
+                self.root / "config" / f"broker-{broker_id}.properties",
+                self.root / f"broker-{broker_id}",
+                self.root / "logs" / f"broker-{broker_id}.log",
+            )  # fmt: skip
+            props = {
+                "node.id": str(broker_id),
+                "process.roles": "broker",
+                "controller.quorum.voters": voters,
+                "listeners": f"PLAINTEXT://127.0.0.1:{proc.port}",
+                "metadata.log.dir": str(proc.data_dir),
+                "metrics.listener": f"http://127.0.0.1:{proc.metrics_port}",
+                **{k.replace("__", "."): v for k, v in extra.items()},
+            }
+            proc.config.write_text(render_properties(props))
+            self._format(proc.config)
+            self.brokers[broker_id] = proc
+
+    def start_brokers(self, *broker_ids: int, flags: tuple[str, ...] = ()) -> None:
+        for broker_id in broker_ids or tuple(self.brokers):
+            proc = self.brokers[broker_id]
+            assert not proc.alive()
+            with proc.log_file.open("ab") as out:
+                proc.popen = subprocess.Popen(
+                    [str(BIN / "broker-agent"), "--config", str(proc.config), *flags],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
 
     def start(self, *node_ids: int) -> None:
         for node_id in node_ids or tuple(self.procs):
@@ -154,18 +193,21 @@ class Cluster:
         return popen.wait(timeout_s)
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.alive():
-                assert proc.popen is not None
-                proc.popen.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            if proc.popen is None:
-                continue
-            try:
-                proc.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
-                proc.popen.wait(5)
+        """Brokers first (their controlled shutdown needs the controllers), then
+        controllers; SIGKILL for whatever outlives its grace period."""
+        for group in (self.brokers.values(), self.procs.values()):
+            for proc in group:
+                if proc.alive():
+                    assert proc.popen is not None
+                    proc.popen.send_signal(signal.SIGTERM)
+            for proc in group:
+                if proc.popen is None:
+                    continue
+                try:
+                    proc.popen.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.popen.pid, signal.SIGKILL)
+                    proc.popen.wait(5)
 
     def voter_addresses(self) -> list[str]:
         return [p.address for p in self.procs.values()]
@@ -237,9 +279,10 @@ class Cluster:
 
     def logs(self) -> str:
         parts = []
-        for proc in self.procs.values():
-            tail = "\n".join(proc.log_text().splitlines()[-15:])
-            parts.append(f"--- controller {proc.node_id} ---\n{tail}")
+        for kind, procs in (("controller", self.procs), ("broker", self.brokers)):
+            for proc in procs.values():
+                tail = "\n".join(proc.log_text().splitlines()[-15:])
+                parts.append(f"--- {kind} {proc.node_id} ---\n{tail}")
         return "\n".join(parts)
 
 

@@ -1,0 +1,408 @@
+"""The broker agent: registration, the MetadataFetch loop, and the broker state machine.
+
+    OFFLINE --register--> FENCED --caught up, unfenced--> ONLINE
+    ONLINE --no controller for broker.session.timeout.ms--> FENCED
+    FENCED/ONLINE --SIGTERM/SIGINT--> STOPPING --controller says done--> OFFLINE
+
+Every MetadataFetch is a heartbeat. The agent follows NOT_CONTROLLER hints and
+moves across the configured controllers on failures (the admin client does
+that). A fetch answer either carries committed batches, which go to the local
+cache (apply, then one fsync) and to the apply trace, or names a snapshot to
+load first, which is pulled in chunks and installed only once its checksum holds.
+
+As partition leader the agent also asks the controller (AlterPartition) to put
+back into the ISR replicas that are online again: with no data plane here, an
+unfenced replica counts as caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from broker_agent.apply_trace import ApplyTrace, clock_offset_ms
+from broker_agent.config import BrokerConfig
+from broker_agent.metadata_cache import MetadataCache
+from quorum.admin_client import AdminClient, AdminError, NoControllerError
+from quorum.controller.metadata_image import MetadataImage
+from quorum.gen import admin_pb2 as api
+from quorum.gen import broker_pb2 as bpb
+from quorum.raft.records import Batch, SnapshotId
+from quorum.server.commit_clock import wall_clock_ms
+
+log = logging.getLogger("broker_agent")
+
+State = bpb.BrokerState
+OFFLINE, FENCED, ONLINE, STOPPING = bpb.OFFLINE, bpb.FENCED, bpb.ONLINE, bpb.STOPPING
+STATE_NAMES = {OFFLINE: "OFFLINE", FENCED: "FENCED", ONLINE: "ONLINE", STOPPING: "STOPPING"}
+RETRY_PAUSE_S = 0.1
+STOPPING_WAIT_MS = 100
+SNAPSHOT_CHUNK_BYTES = 1 << 20
+METADATA_VERSION_RANGE = (1, 1)
+# A registration refused because the previous incarnation's session is still
+# alive is retried until the controller lets that session lapse.
+STATS_WINDOW = 100_000
+REGISTER_RETRY = {"DUPLICATE_BROKER_REGISTRATION", "REQUEST_TIMED_OUT"}
+
+
+@dataclass
+class AgentStats:
+    fetches: int = 0
+    fetch_errors: int = 0
+    records_applied: int = 0
+    snapshots_loaded: int = 0
+    high_watermark: int = 0
+    broker_epoch: int = -1
+    # Recent figures, for benchmarks and the metrics histograms.
+    apply_lag_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_WINDOW))
+    fetch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_WINDOW))
+    on_apply_lag: list[Callable[[float], None]] = field(default_factory=list)
+    on_fetch: list[Callable[[float], None]] = field(default_factory=list)
+
+
+class BrokerAgent:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster_id: str,
+        cache: MetadataCache,
+        trace: ApplyTrace | None,
+        client: AdminClient | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.cache = cache
+        self.trace = trace
+        self.client = client or AdminClient(config.bootstrap, cluster_id)
+        self.incarnation_id = uuid.uuid4().hex
+        self.state: State = OFFLINE
+        self.stats = AgentStats()
+        self.stop_requested = asyncio.Event()
+        self._last_ok = time.monotonic()
+        self._pending_snapshot: asyncio.Future[None] | None = None
+        self._isr_checked_offset = -1
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.cache.image
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def _set_state(self, state: State) -> None:
+        if state != self.state:
+            log.info(
+                "broker %d: %s -> %s",
+                self.config.node_id,
+                STATE_NAMES[self.state],
+                STATE_NAMES[state],
+            )
+            self.state = state
+
+    # ------------------------------------------------------------ main loop
+
+    async def run(self) -> int:
+        """Until stopped; 0 when the controller completed the controlled shutdown."""
+        if not await self._register():
+            return 0
+        self._set_state(FENCED)
+        shutdown_deadline: float | None = None
+        while True:
+            if self.stop_requested.is_set() and self.state != STOPPING:
+                self._set_state(STOPPING)
+                shutdown_deadline = time.monotonic() + self.config.shutdown_timeout_ms / 1000
+            if shutdown_deadline is not None and time.monotonic() > shutdown_deadline:
+                log.warning(
+                    "broker %d: controlled shutdown not finished within %d ms; exiting",
+                    self.config.node_id,
+                    self.config.shutdown_timeout_ms,
+                )
+                self._set_state(OFFLINE)
+                return 1
+            response = await self._fetch_once()
+            if response is None:
+                continue
+            if self.state == STOPPING:
+                if response.should_shut_down:
+                    self._set_state(OFFLINE)
+                    return 0
+            else:
+                self._set_state(FENCED if response.is_fenced else ONLINE)
+                if self.state == ONLINE:
+                    await self._expand_isrs()
+
+    async def _register(self) -> bool:
+        request = bpb.RegisterBrokerRequest(
+            cluster_id=self.cluster_id,
+            broker_id=self.config.node_id,
+            incarnation_id=self.incarnation_id,
+            listeners=[
+                bpb.Listener(
+                    name=self.config.listener_name,
+                    host=self.config.listener.host,
+                    port=self.config.listener.port,
+                    security_protocol="PLAINTEXT",
+                )
+            ],
+            features=[
+                bpb.SupportedFeature(
+                    name="metadata.version",
+                    min_supported_version=METADATA_VERSION_RANGE[0],
+                    max_supported_version=METADATA_VERSION_RANGE[1],
+                )
+            ],
+        )
+        if self.config.rack is not None:
+            request.rack = self.config.rack
+        while not self.stop_requested.is_set():
+            try:
+                reply = await self.client.broker(
+                    "RegisterBroker", request, deadline_s=self._request_deadline_s()
+                )
+            except NoControllerError as err:
+                log.warning("broker %d: %s", self.config.node_id, err)
+                continue
+            except AdminError as err:
+                if err.name not in REGISTER_RETRY:
+                    raise
+                log.info("broker %d: registration refused (%s); retrying", self.config.node_id, err)
+                await self._pause(0.5)
+                continue
+            self.stats.broker_epoch = reply.broker_epoch
+            self._last_ok = time.monotonic()
+            log.info(
+                "broker %d registered with epoch %d (incarnation %s)",
+                self.config.node_id,
+                reply.broker_epoch,
+                self.incarnation_id,
+            )
+            return True
+        return False
+
+    def _request_deadline_s(self) -> float:
+        return self.config.heartbeat_interval_ms / 1000 + 2.0
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stop_requested.wait(), seconds)
+
+    # ---------------------------------------------------------------- fetch
+
+    async def _fetch_once(self) -> bpb.MetadataFetchResponse | None:
+        stopping = self.state == STOPPING
+        request = bpb.MetadataFetchRequest(
+            cluster_id=self.cluster_id,
+            broker_id=self.config.node_id,
+            broker_epoch=self.stats.broker_epoch,
+            fetch_offset=self.cache.next_offset,
+            last_fetched_epoch=self.cache.last_epoch,
+            want_shutdown=stopping,
+            current_state=self.state,
+            max_wait_ms=STOPPING_WAIT_MS if stopping else self.config.heartbeat_interval_ms,
+            broker_send_time_ms=wall_clock_ms(),
+        )
+        started = time.monotonic()
+        try:
+            response = await self._fetch_or_stop(request)
+        except (NoControllerError, AdminError) as err:
+            await self._fetch_failed(err)
+            return None
+        if response is None:
+            return None
+        received_ms = wall_clock_ms()
+        self.stats.fetches += 1
+        seconds = time.monotonic() - started
+        self.stats.fetch_seconds.append(seconds)
+        for observe in self.stats.on_fetch:
+            observe(seconds)
+        self._last_ok = time.monotonic()
+        self.stats.high_watermark = response.high_watermark
+        if response.HasField("load_snapshot"):
+            await self._load_snapshot(response.load_snapshot)
+            return response
+        if response.batches:
+            offset = clock_offset_ms(
+                request.broker_send_time_ms,
+                response.controller_receive_time_ms,
+                response.controller_send_time_ms,
+                received_ms,
+            )
+            await self._apply(response, received_ms, offset)
+        return response
+
+    async def _fetch_or_stop(
+        self, request: bpb.MetadataFetchRequest
+    ) -> bpb.MetadataFetchResponse | None:
+        """A parked fetch is abandoned when SIGTERM arrives, so STOPPING starts at once."""
+        fetch = asyncio.ensure_future(
+            self.client.broker("MetadataFetch", request, deadline_s=self._request_deadline_s())
+        )
+        if self.state == STOPPING:
+            return await fetch  # type: ignore[no-any-return]
+        stop = asyncio.ensure_future(self.stop_requested.wait())
+        done, _ = await asyncio.wait({fetch, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if fetch in done:
+            stop.cancel()
+            return fetch.result()  # type: ignore[no-any-return]
+        fetch.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await fetch
+        return None
+
+    async def _fetch_failed(self, err: Exception) -> None:
+        self.stats.fetch_errors += 1
+        name = err.name if isinstance(err, AdminError) else "NO_CONTROLLER"
+        if name in ("STALE_BROKER_EPOCH", "BROKER_ID_NOT_REGISTERED"):
+            # Unregistered, or re-registered by another incarnation: start over.
+            log.warning("broker %d: %s; registering again", self.config.node_id, err)
+            if self.state != STOPPING:
+                self._set_state(FENCED)
+            await self._register()
+            return
+        if isinstance(err, AdminError) and name in ("INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST"):
+            raise err
+        if isinstance(err, AdminError) and name == "OFFSET_OUT_OF_RANGE":
+            raise err
+        lost_s = time.monotonic() - self._last_ok
+        if self.state == ONLINE and lost_s * 1000 >= self.config.session_timeout_ms:
+            log.warning(
+                "broker %d: no controller for %.1f s; counting itself fenced",
+                self.config.node_id,
+                lost_s,
+            )
+            self._set_state(FENCED)
+        await self._pause(RETRY_PAUSE_S)
+
+    async def _apply(
+        self, response: bpb.MetadataFetchResponse, received_ms: int, offset_ms: float
+    ) -> None:
+        batches = [
+            Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms, b.control)
+            for b in response.batches
+        ]
+        applied = self.cache.append(batches)
+        apply_ms = wall_clock_ms()
+        commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
+        self.stats.records_applied += len(applied)
+        for a in applied:
+            commit = commit_times.get(a.batch_base, 0)
+            if commit:
+                lag = apply_ms + offset_ms - commit
+                self.stats.apply_lag_ms.append(lag)
+                for observe in self.stats.on_apply_lag:
+                    observe(lag)
+        if self.trace is not None:
+            self.trace.write(applied, commit_times, received_ms, apply_ms, offset_ms)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.cache.flush)
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        if self._pending_snapshot is not None and not self._pending_snapshot.done():
+            return
+        now = wall_clock_ms()
+        snapshot_id = self.cache.snapshot_due(now)
+        if snapshot_id is None:
+            return
+        records = self.cache.capture()
+        loop = asyncio.get_running_loop()
+
+        def write() -> None:
+            self.cache.write_snapshot(snapshot_id, records)
+
+        self._pending_snapshot = loop.run_in_executor(None, write)
+        self._pending_snapshot.add_done_callback(lambda _: self.cache.snapshot_written(now))
+
+    async def _load_snapshot(self, ref: bpb.SnapshotRef) -> None:
+        """Pull the named snapshot in chunks; install it only if it validates."""
+        if self._pending_snapshot is not None:
+            await self._pending_snapshot
+        snapshot_id = SnapshotId(ref.end_offset, ref.epoch)
+        log.info("broker %d: loading snapshot %s from the controller", self.config.node_id, ref)
+        position, receiver = 0, None
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                chunk = await self.client.broker(
+                    "FetchMetadataSnapshot",
+                    bpb.FetchMetadataSnapshotRequest(
+                        broker_id=self.config.node_id,
+                        broker_epoch=self.stats.broker_epoch,
+                        snapshot=ref,
+                        position=position,
+                        max_bytes=SNAPSHOT_CHUNK_BYTES,
+                    ),
+                    deadline_s=self._request_deadline_s(),
+                )
+                if receiver is None:
+                    receiver = self.cache.snapshots.begin_install(snapshot_id, chunk.size)
+                receiver.write_chunk(chunk.position, chunk.data)
+                position = chunk.position + len(chunk.data)
+                if position >= chunk.size:
+                    break
+            await loop.run_in_executor(None, receiver.complete)
+        except BaseException:
+            if receiver is not None:
+                receiver.abort()
+            raise
+        await loop.run_in_executor(None, self.cache.install, snapshot_id)
+        self.stats.snapshots_loaded += 1
+
+    # ------------------------------------------------------------------ ISR
+
+    async def _expand_isrs(self) -> None:
+        """Ask to add back to the ISR the online replicas of partitions this broker
+        leads; only when the image moved since the last look."""
+        image = self.image
+        if image.applied_offset == self._isr_checked_offset:
+            return
+        self._isr_checked_offset = image.applied_offset
+        me = self.config.node_id
+        online = {
+            b.broker_id
+            for b in image.brokers.values()
+            if not b.fenced and not b.in_controlled_shutdown
+        }
+        items = []
+        for topic in image.topics_by_id.values():
+            for pid, part in topic.partitions.items():
+                if part.leader != me:
+                    continue
+                missing = [r for r in part.replicas if r not in part.isr and r in online]
+                if missing:
+                    new_isr = [r for r in part.replicas if r in part.isr or r in missing]
+                    items.append(
+                        api.AlterPartitionItem(
+                            topic_id=topic.topic_id,
+                            partition=pid,
+                            leader_epoch=part.leader_epoch,
+                            new_isr=new_isr,
+                            partition_epoch=part.partition_epoch,
+                        )
+                    )
+        if not items:
+            return
+        try:
+            reply = await self.client.admin(
+                "AlterPartition",
+                api.AlterPartitionRequest(
+                    broker_id=me, broker_epoch=self.stats.broker_epoch, partitions=items
+                ),
+                deadline_s=self._request_deadline_s(),
+            )
+        except (AdminError, NoControllerError) as err:
+            log.info("broker %d: AlterPartition failed: %s", me, err)
+            self._isr_checked_offset = -1  # look again after the next fetch
+            return
+        failed = [r for r in reply.results if r.error.error_code != 0]
+        if failed:
+            self._isr_checked_offset = -1
+        log.info(
+            "broker %d: ISR expansion for %d partitions (%d refused)", me, len(items), len(failed)
+        )

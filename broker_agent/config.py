@@ -1,0 +1,159 @@
+"""The broker agent's configuration: a properties file in Kafka's broker conventions.
+
+Kafka's keys (same meaning, same default):
+
+=============================================  =========================================
+``node.id``                                    required, >= 0 (the broker id)
+``process.roles``                              required: ``broker``
+``controller.quorum.voters``                   required: the controllers to fetch from
+``listeners``                                  required: ``PLAINTEXT://host:port``, sent in
+                                               the registration (no data plane here)
+``metadata.log.dir``                           required: the local metadata cache
+``broker.rack``                                unset
+``broker.heartbeat.interval.ms``               2000: the longest a caught-up MetadataFetch
+                                               is parked (it returns at once on a commit)
+``broker.session.timeout.ms``                  9000: without a successful fetch this long
+                                               the agent counts itself FENCED
+``metadata.log.segment.bytes``                 1 GiB
+``metadata.snapshot.max.new.record.bytes``     20 MiB: the cache snapshots itself too
+``metadata.snapshot.max.interval.ms``          1 hour
+=============================================  =========================================
+
+Ours:
+
+=============================================  =========================================
+``controlled.shutdown.timeout.ms``             30000: SIGTERM waits this long for the
+                                               controller to finish the shutdown
+``metrics.listener``                           unset: ``http://host:port`` for Prometheus
+``log.level``                                  INFO
+=============================================  =========================================
+
+A broker agent's file is told apart from a controller observer's (also
+``process.roles=broker``) by its listener: a broker listens on a non-CONTROLLER one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from quorum.server.config import (
+    LONG_MAX,
+    MIN_SEGMENT_BYTES,
+    ConfigError,
+    Endpoint,
+    IntSpec,
+    host_port,
+    integer,
+    log_level,
+    read_properties,
+    url,
+    voters,
+)
+
+KEYS: tuple[str, ...] = (
+    "node.id",
+    "process.roles",
+    "controller.quorum.voters",
+    "listeners",
+    "metadata.log.dir",
+    "broker.rack",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "metadata.log.segment.bytes",
+    "metadata.snapshot.max.new.record.bytes",
+    "metadata.snapshot.max.interval.ms",
+    "controlled.shutdown.timeout.ms",
+    "metrics.listener",
+    "log.level",
+)
+
+_INTS: dict[str, IntSpec] = {
+    "broker.heartbeat.interval.ms": IntSpec("heartbeat_interval_ms", 2000, 1),
+    "broker.session.timeout.ms": IntSpec("session_timeout_ms", 9000, 1),
+    "metadata.log.segment.bytes": IntSpec("segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
+    "metadata.snapshot.max.new.record.bytes": IntSpec(
+        "snapshot_max_new_record_bytes", 20 << 20, 1, LONG_MAX
+    ),
+    "metadata.snapshot.max.interval.ms": IntSpec(
+        "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
+    ),
+    "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BrokerConfig:
+    node_id: int
+    controllers: dict[int, Endpoint]
+    listener_name: str
+    listener: Endpoint
+    metadata_log_dir: Path
+    rack: str | None
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    segment_bytes: int
+    snapshot_max_new_record_bytes: int
+    snapshot_max_interval_ms: int
+    shutdown_timeout_ms: int
+    metrics_listener: Endpoint | None
+    log_level: str
+
+    @property
+    def bootstrap(self) -> list[str]:
+        return [e.address() for _, e in sorted(self.controllers.items())]
+
+
+def is_broker_agent_config(props: Mapping[str, str]) -> bool:
+    roles = props.get("process.roles", "").strip()
+    return roles == "broker" and "CONTROLLER://" not in props.get("listeners", "").upper()
+
+
+def load_broker_config(path: Path | str) -> BrokerConfig:
+    return parse_broker_config(read_properties(Path(path)))
+
+
+def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
+    props = {k.strip(): v.strip() for k, v in props.items()}
+    for key in props:
+        if key not in KEYS:
+            close = difflib.get_close_matches(key, KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(key, f"unknown property '{key}'{hint}")
+    node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
+    if props.get("process.roles", "") != "broker":
+        raise ConfigError("process.roles", "must be broker for a broker agent")
+    controllers = voters(props.get("controller.quorum.voters", ""))
+    if node_id in controllers:
+        raise ConfigError(
+            "node.id", f"node.id {node_id} is a controller in controller.quorum.voters"
+        )
+    raw_listener = props.get("listeners", "")
+    name, sep, rest = raw_listener.partition("://")
+    if not sep or not name or "," in rest:
+        raise ConfigError("listeners", f"must be one NAME://host:port, got {raw_listener!r}")
+    listener = host_port("listeners", rest, any_host=True)
+    log_dir = props.get("metadata.log.dir", "")
+    if not log_dir:
+        raise ConfigError("metadata.log.dir", "is required: the broker's metadata cache")
+    ints = {spec.field: integer(props, key, spec) for key, spec in _INTS.items()}
+    if ints["heartbeat_interval_ms"] >= ints["session_timeout_ms"]:
+        raise ConfigError(
+            "broker.heartbeat.interval.ms",
+            f"broker.heartbeat.interval.ms ({ints['heartbeat_interval_ms']}) must be below "
+            f"broker.session.timeout.ms ({ints['session_timeout_ms']})",
+        )
+    raw_metrics = props.get("metrics.listener", "")
+    return BrokerConfig(
+        node_id=node_id,
+        controllers=controllers,
+        listener_name=name.strip().upper(),
+        listener=listener,
+        metadata_log_dir=Path(log_dir),
+        rack=props.get("broker.rack") or None,
+        metrics_listener=url("metrics.listener", raw_metrics) if raw_metrics else None,
+        log_level=log_level(props.get("log.level", "") or "INFO"),
+        **ints,
+    )

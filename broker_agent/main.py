@@ -1,0 +1,115 @@
+"""`broker-agent --config FILE`: run one broker's metadata agent.
+
+Exit codes: 0 after a completed controlled shutdown (or a stop before it ever
+registered), 1 when it cannot start (configuration, unformatted directory, a
+damaged metadata cache), 3 when the controllers refuse it for good (another
+cluster's id, a cache ahead of the controllers' log), 6 when the controlled
+shutdown did not finish within `controlled.shutdown.timeout.ms`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from broker_agent.agent import BrokerAgent
+from broker_agent.apply_trace import ApplyTrace
+from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.metadata_cache import MetadataCache
+from broker_agent.metrics import AgentMetrics
+from quorum.admin_client import AdminError
+from quorum.log.errors import StorageError
+from quorum.server.commit_clock import wall_clock_ms
+from quorum.server.config import ConfigError
+from quorum.server.meta_properties import StorageFormatError, check_directory
+from snapshots.errors import SnapshotCorruptionError
+from snapshots.policy import SnapshotPolicy
+
+log = logging.getLogger("broker_agent")
+
+EXIT_STARTUP = 1
+EXIT_REFUSED = 3
+EXIT_SHUTDOWN_TIMEOUT = 6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="broker-agent",
+        description="Run one broker's metadata agent: register, fetch metadata, heartbeat.",
+        epilog="Example: broker-agent --config data/config/broker-1.properties",
+    )
+    parser.add_argument("--config", required=True, help="the broker's properties file")
+    parser.add_argument(
+        "--rebuild-metadata-cache",
+        action="store_true",
+        help="drop the local metadata cache and fetch everything again from the controllers",
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = load_broker_config(args.config)
+    except ConfigError as err:
+        print(f"broker-agent: invalid configuration: {err}", file=sys.stderr)
+        return EXIT_STARTUP
+    logging.basicConfig(
+        level=config.log_level.upper(),
+        format=f"%(asctime)s [broker {config.node_id}] %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
+
+
+def open_cache(config: BrokerConfig, rebuild: bool) -> MetadataCache:
+    directory = Path(config.metadata_log_dir)
+    if rebuild and MetadataCache.drop(directory):
+        log.warning("dropped the metadata cache under %s; fetching it again", directory)
+    policy = SnapshotPolicy(config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms)
+    return MetadataCache(directory, policy, config.segment_bytes, wall_clock_ms())
+
+
+async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
+    try:
+        meta = check_directory(Path(config.metadata_log_dir), config.node_id)
+        cache = open_cache(config, rebuild)
+    except (StorageFormatError, StorageError, SnapshotCorruptionError) as err:
+        print(
+            f"broker-agent: cannot start: {err}\n"
+            "(restart with --rebuild-metadata-cache to drop the cache and fetch it again)",
+            file=sys.stderr,
+        )
+        return EXIT_STARTUP
+    trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id)
+    agent = BrokerAgent(config, meta.cluster_id, cache, trace)
+    metrics = AgentMetrics(agent)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.request_stop)
+    metrics_at = "disabled"
+    if config.metrics_listener is not None:
+        port = metrics.start(config.metrics_listener.host, config.metrics_listener.port)
+        metrics_at = f"http://{config.metrics_listener.host}:{port}/metrics"
+    log.info(
+        "broker %d of cluster %s starting at metadata offset %d; controllers %s; metrics %s",
+        config.node_id,
+        meta.cluster_id,
+        cache.next_offset,
+        ",".join(config.bootstrap),
+        metrics_at,
+    )
+    try:
+        code = await agent.run()
+        return EXIT_SHUTDOWN_TIMEOUT if code else 0
+    except AdminError as err:
+        print(f"broker-agent: the controllers refuse this broker: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        await agent.client.close()
+        metrics.stop()
+        trace.close()
+        cache.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The broker's metadata cache: a local replica of the committed metadata log.
+
+As a Kafka broker keeps its own `__cluster_metadata` log, the agent appends the
+committed batches it fetches to a segmented log under `metadata.log.dir` (one
+fsync per fetch, never per record), applies them to a `MetadataImage`, and
+snapshots that image into RocksDB by the same policy the controllers use, moving
+its log start forward. A restart loads the newest local snapshot and replays the
+log tail, then asks the controller only for what came after.
+
+A damaged cache (a bad checksum, a missing segment, a snapshot that does not
+match its manifest) stops the agent with the file and offset named; the operator
+may restart it with `--rebuild-metadata-cache` to drop the cache and fetch
+everything again from the controllers.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from quorum.controller.codec import decode, record_type
+from quorum.controller.metadata_image import MetadataImage
+from quorum.log.file_log import FileLogStore
+from quorum.raft.records import Batch, SnapshotId
+from snapshots.policy import SnapshotPolicy, SnapshotTrigger
+from snapshots.records import Record
+from snapshots.store import FileSnapshotStore
+
+LOG_DIR = "__cluster_metadata-0"
+SNAPSHOT_DIR = "snapshots"
+RETAIN_SNAPSHOTS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One record applied from a fetched batch (for the apply trace)."""
+
+    offset: int
+    epoch: int
+    record_type: str
+    append_time_ms: int
+    batch_base: int
+
+
+class MetadataCache:
+    def __init__(
+        self,
+        directory: Path,
+        policy: SnapshotPolicy,
+        segment_bytes: int,
+        now_ms: int,
+    ) -> None:
+        self.directory = directory / LOG_DIR
+        self.log = FileLogStore(self.directory, segment_bytes=segment_bytes)
+        try:
+            self.snapshots = FileSnapshotStore(self.directory / SNAPSHOT_DIR)
+            self.image = MetadataImage()
+            self.trigger = SnapshotTrigger(policy, now_ms)
+            self.last_epoch = -1
+            snapshot_id, batches = self.log.recover()
+            if snapshot_id is not None:
+                self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
+                self.last_epoch = snapshot_id.epoch
+            for batch in batches:
+                self._apply(batch)
+        except BaseException:
+            self.log.close()
+            raise
+
+    @staticmethod
+    def drop(directory: Path) -> bool:
+        """`--rebuild-metadata-cache`: forget the local cache; True if there was one."""
+        target = directory / LOG_DIR
+        if not target.exists():
+            return False
+        shutil.rmtree(target)
+        return True
+
+    @property
+    def next_offset(self) -> int:
+        """The offset to fetch from: everything below it is applied."""
+        return self.image.applied_offset
+
+    def append(self, batches: Sequence[Batch]) -> list[Applied]:
+        """Store (unflushed) and apply committed batches; `flush` makes them durable."""
+        self.log.append(batches)
+        applied: list[Applied] = []
+        for batch in batches:
+            applied.extend(self._apply(batch))
+        return applied
+
+    def flush(self) -> None:
+        """Blocking: one fsync for everything appended so far."""
+        self.log.flush(self.log.end_offset)
+
+    def _apply(self, batch: Batch) -> list[Applied]:
+        out: list[Applied] = []
+        if not batch.control:
+            for i, data in enumerate(batch.records, start=batch.base_offset):
+                record = decode(data, i)
+                self.image.apply_record(record, i)
+                out.append(
+                    Applied(
+                        i, batch.epoch, record_type(record), batch.append_time_ms, batch.base_offset
+                    )
+                )
+            self.trigger.on_committed(batch.records)
+        self.image.advance_to(batch.next_offset)
+        self.last_epoch = batch.epoch
+        return out
+
+    # -------------------------------------------------------------- snapshots
+
+    def snapshot_due(self, now_ms: int) -> SnapshotId | None:
+        end = self.image.applied_offset
+        latest = self.snapshots.latest()
+        if end <= (latest.end_offset if latest else 0) or not self.trigger.due(now_ms):
+            return None
+        return SnapshotId(end, self.last_epoch)
+
+    def capture(self) -> Iterable[Record]:
+        return self.image.snapshot_records()
+
+    def write_snapshot(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> None:
+        """Blocking (worker thread): write the snapshot, then move the log start."""
+        self.snapshots.write(snapshot_id, records)
+        self.log.advance_start(snapshot_id)
+        self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
+
+    def snapshot_written(self, now_ms: int) -> None:
+        self.trigger.on_snapshot_taken(now_ms)
+
+    def install(self, snapshot_id: SnapshotId) -> None:
+        """A snapshot received from the controller is published: start over from it."""
+        self.log.reset_to_snapshot(snapshot_id)
+        self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
+        self.last_epoch = snapshot_id.epoch
+        self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
+
+    def close(self) -> None:
+        self.log.close()

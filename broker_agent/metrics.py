@@ -1,0 +1,97 @@
+"""Prometheus metrics of one broker agent (`metrics.listener`).
+
+Gauges are read from the agent at scrape time; latencies are histograms
+observed as they happen. Kafka's broker metrics it mirrors: `BrokerState`
+(quorum_broker_state), `last-applied-record-offset`
+(quorum_broker_metadata_applied_offset) and `last-applied-record-lag-ms`
+(quorum_broker_metadata_apply_lag_seconds, a histogram here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from broker_agent.agent import STATE_NAMES, BrokerAgent
+from quorum.server.metrics import LATENCY_BUCKETS
+
+
+class AgentCollector(Collector):
+    def __init__(self, agent: BrokerAgent) -> None:
+        self._agent = agent
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        agent = self._agent
+        state = GaugeMetricFamily(
+            "quorum_broker_state", "1 for the broker agent's current state.", labels=["state"]
+        )
+        for value, name in STATE_NAMES.items():
+            state.add_metric([name], 1.0 if agent.state == value else 0.0)
+        yield state
+        applied = agent.cache.next_offset
+        yield GaugeMetricFamily(
+            "quorum_broker_metadata_applied_offset",
+            "Next metadata offset to fetch: everything below is applied.",
+            value=applied,
+        )
+        yield GaugeMetricFamily(
+            "quorum_broker_metadata_lag_records",
+            "Committed records not yet applied (high watermark of the last fetch minus applied).",
+            value=max(0, agent.stats.high_watermark - applied),
+        )
+        yield GaugeMetricFamily(
+            "quorum_broker_epoch", "Broker epoch of the current registration.",
+            value=agent.stats.broker_epoch,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_broker_metadata_fetches", "Successful MetadataFetch calls.",
+            value=agent.stats.fetches,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_broker_metadata_fetch_errors", "Failed MetadataFetch calls.",
+            value=agent.stats.fetch_errors,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_broker_metadata_records_applied", "Metadata records applied.",
+            value=agent.stats.records_applied,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_broker_metadata_snapshots_loaded", "Snapshots loaded from the controller.",
+            value=agent.stats.snapshots_loaded,
+        )  # fmt: skip
+
+
+class AgentMetrics:
+    def __init__(self, agent: BrokerAgent) -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(AgentCollector(agent))
+        lag = Histogram(
+            "quorum_broker_metadata_apply_lag_seconds",
+            "Commit (controller clock) to apply (broker clock, offset-corrected) per record.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        fetch = Histogram(
+            "quorum_broker_metadata_fetch_seconds",
+            "MetadataFetch round trips, long-poll wait included.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        agent.stats.on_apply_lag.append(lambda ms: lag.observe(max(0.0, ms) / 1000))
+        agent.stats.on_fetch.append(fetch.observe)
+        self._server: object | None = None
+
+    def start(self, host: str, port: int) -> int:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        return int(server.server_port)
+
+    def stop(self) -> None:
+        server = self._server
+        if server is not None:
+            server.shutdown()  # type: ignore[attr-defined]
+            server.server_close()  # type: ignore[attr-defined]
+            self._server = None

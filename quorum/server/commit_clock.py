@@ -1,0 +1,61 @@
+"""When committed offsets became committed, and a wake-up for whoever waits on it.
+
+Brokers' MetadataFetch long-polls park on `CommitClock.wait` and return as soon
+as the high watermark moves. The clock also remembers, for recent offsets, the
+wall-clock time at which this controller saw the high watermark pass them:
+analytics measure commit-to-apply lag from it. Only a controller that saw a
+commit knows its time; a new active controller answers 0 (unknown) for offsets
+committed before it took over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections.abc import Callable
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CommitClock:
+    def __init__(
+        self, capacity: int = 1 << 17, clock_ms: Callable[[], int] = wall_clock_ms
+    ) -> None:
+        self._capacity = capacity
+        self._clock_ms = clock_ms
+        self._high_watermarks: list[int] = []
+        self._times: list[int] = []
+        self._moved = asyncio.Event()
+
+    def on_commit(self, high_watermark: int) -> None:
+        """Driver callback: the high watermark is now `high_watermark`."""
+        if self._high_watermarks and high_watermark <= self._high_watermarks[-1]:
+            return
+        self._high_watermarks.append(high_watermark)
+        self._times.append(self._clock_ms())
+        if len(self._high_watermarks) > 2 * self._capacity:
+            del self._high_watermarks[: self._capacity]
+            del self._times[: self._capacity]
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+
+    def commit_time_ms(self, last_offset: int) -> int:
+        """When the high watermark first passed `last_offset`; 0 when not seen here.
+
+        The first high watermark this process saw passed, all at once, offsets
+        that had committed before it was watching: those are unknown too."""
+        i = bisect.bisect_right(self._high_watermarks, last_offset)
+        if i == 0 or i == len(self._high_watermarks):
+            return 0
+        return self._times[i]
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Until the high watermark moves or `timeout_s` passes; True if it moved."""
+        try:
+            await asyncio.wait_for(self._moved.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
