@@ -1,13 +1,16 @@
-"""What `make run` runs: a local three-controller quorum on loopback.
+"""What `make run` runs: three controllers and three brokers on loopback.
 
 It does what an operator would do by hand, with the same commands: writes
-`data/config/controller-N.properties` (kept if already there, so edits stick),
-formats `data/controller-N` with `quorumctl storage format` on first use (one
-cluster id, kept in `data/config/cluster.id`), starts each controller with
-`quorum-controller --config FILE` (output in `data/logs/controller-N.log`), waits
-for a leader and prints the endpoints, metrics URLs and the quorum status. Ctrl-C
-stops every process gracefully (SIGTERM, so a leader hands over first). Running it
-again resumes from the same data.
+`data/config/controller-N.properties` and `data/config/broker-N.properties` (kept
+if already there, so edits stick), formats `data/controller-N` and
+`data/broker-N` with `quorumctl storage format` on first use (one cluster id,
+kept in `data/config/cluster.id`), starts each controller with
+`quorum-controller --config FILE` and, once a leader is elected, each broker
+with `broker-agent --config FILE` (output in `data/logs/`), waits until the
+brokers are ONLINE and prints the endpoints, metrics URLs and the quorum and
+broker status. Ctrl-C stops the brokers first (a controlled shutdown each), then
+the controllers (SIGTERM, so a leader hands over first). Running it again
+resumes from the same data.
 """
 
 from __future__ import annotations
@@ -22,13 +25,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_agent.config import load_broker_config
+from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.client import QuorumClient, QuorumUnavailableError
+from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 from quorum.server.config import load_config, render_properties
 
 CONTROLLER_IDS = (1, 2, 3)
+BROKER_IDS = (101, 102, 103)
 FIRST_CONTROLLER_PORT = 9093
 FIRST_METRICS_PORT = 9193
+FIRST_BROKER_PORT = 9092  # broker 101 listens on 9092, 102 on 9192, 103 on 9292
+FIRST_BROKER_METRICS_PORT = 9293
 STATUS_EVERY_S = 10.0
 
 
@@ -38,6 +47,7 @@ class Member:
     config: Path
     log_file: Path
     process: subprocess.Popen[bytes] | None = None
+    command: str = "quorum-controller"
 
 
 def bin_dir() -> Path:
@@ -57,6 +67,48 @@ def controller_properties(data_dir: Path, node_id: int) -> dict[str, str]:
     }
 
 
+def broker_port(broker_id: int) -> int:
+    return FIRST_BROKER_PORT + 100 * (broker_id - BROKER_IDS[0])
+
+
+def broker_metrics_port(broker_id: int) -> int:
+    return FIRST_BROKER_METRICS_PORT + 100 * (broker_id - BROKER_IDS[0])
+
+
+def broker_properties(data_dir: Path, broker_id: int) -> dict[str, str]:
+    voters = ",".join(f"{n}@127.0.0.1:{FIRST_CONTROLLER_PORT + n - 1}" for n in CONTROLLER_IDS)
+    return {
+        "node.id": str(broker_id),
+        "process.roles": "broker",
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port(broker_id)}",
+        "metadata.log.dir": str((data_dir / f"broker-{broker_id}").resolve()),
+        "metrics.listener": f"http://127.0.0.1:{broker_metrics_port(broker_id)}",
+    }
+
+
+def prepare_brokers(data_dir: Path, cluster_id: str) -> list[Member]:
+    members = []
+    for broker_id in BROKER_IDS:
+        path = data_dir / "config" / f"broker-{broker_id}.properties"
+        if not path.exists():
+            header = f"broker {broker_id} of the local cluster written by `make run`"
+            path.write_text(render_properties(broker_properties(data_dir, broker_id), header))
+        _format_once(path, Path(load_broker_config(path).metadata_log_dir), cluster_id)
+        members.append(
+            Member(broker_id, path, data_dir / "logs" / f"broker-{broker_id}.log",
+                   command="broker-agent")
+        )  # fmt: skip
+    return members
+
+
+def _format_once(config: Path, directory: Path, cluster_id: str) -> None:
+    if (directory / "meta.properties").exists():
+        return
+    command = [str(bin_dir() / "quorumctl"), "storage", "format", "--cluster-id", cluster_id]
+    print(_run([*command, "--config", str(config)]).strip())
+
+
 def prepare(data_dir: Path) -> tuple[str, list[Member]]:
     """Configs and formatted directories; idempotent."""
     config_dir = data_dir / "config"
@@ -74,21 +126,7 @@ def prepare(data_dir: Path) -> tuple[str, list[Member]]:
         if not path.exists():
             header = f"controller {node_id} of the local quorum written by `make run`"
             path.write_text(render_properties(controller_properties(data_dir, node_id), header))
-        config = load_config(path)
-        if not (config.metadata_log_dir / "meta.properties").exists():
-            print(
-                _run(
-                    [
-                        str(bin_dir() / "quorumctl"),
-                        "storage",
-                        "format",
-                        "--cluster-id",
-                        cluster_id,
-                        "--config",
-                        str(path),
-                    ]
-                ).strip()
-            )
+        _format_once(path, load_config(path).metadata_log_dir, cluster_id)
         members.append(Member(node_id, path, logs_dir / f"controller-{node_id}.log"))
     return cluster_id, members
 
@@ -103,7 +141,7 @@ def _run(command: list[str]) -> str:
 def start(member: Member) -> None:
     with member.log_file.open("ab") as out:
         member.process = subprocess.Popen(
-            [str(bin_dir() / "quorum-controller"), "--config", str(member.config)],
+            [str(bin_dir() / member.command), "--config", str(member.config)],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches us; we stop them in order
@@ -152,6 +190,7 @@ def status_table(cluster_id: str, members: list[Member], r: pb.DescribeQuorumRes
 
 async def supervise(data_dir: Path) -> int:
     cluster_id, members = prepare(data_dir)
+    brokers = prepare_brokers(data_dir, cluster_id)
     for member in members:
         start(member)
     stop = asyncio.Event()
@@ -159,11 +198,15 @@ async def supervise(data_dir: Path) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     client = QuorumClient(addresses(members), cluster_id)
+    admin = AdminClient(addresses(members), cluster_id)
     try:
         print(f"cluster {cluster_id}: starting controllers {list(CONTROLLER_IDS)}")
         reply = await _wait_for_leader(client, stop)
         if reply is None:
             return 0 if stop.is_set() else 1
+        print(f"starting brokers {list(BROKER_IDS)}", flush=True)
+        for broker in brokers:
+            start(broker)
         for member in members:
             print(
                 f"  controller {member.node_id}: grpc 127.0.0.1:"
@@ -171,21 +214,30 @@ async def supervise(data_dir: Path) -> int:
                 f"http://127.0.0.1:{FIRST_METRICS_PORT + member.node_id - 1}/metrics  "
                 f"config {member.config}  log {member.log_file}"
             )
+        for broker in brokers:
+            print(
+                f"  broker {broker.node_id}: listener 127.0.0.1:{broker_port(broker.node_id)}  "
+                f"metrics http://127.0.0.1:{broker_metrics_port(broker.node_id)}/metrics  "
+                f"config {broker.config}  log {broker.log_file}"
+            )
         print(status_table(cluster_id, members, reply), flush=True)
+        print(await _wait_for_brokers(admin, stop), flush=True)
         print(
-            "Ctrl-C stops everything. Restart one controller by hand with:\n"
-            f"  {bin_dir() / 'quorum-controller'} --config {members[0].config}",
+            "Ctrl-C stops everything. Restart one process by hand with:\n"
+            f"  {bin_dir() / 'quorum-controller'} --config {members[0].config}\n"
+            f"  {bin_dir() / 'broker-agent'} --config {brokers[0].config}",
             flush=True,
         )
-        exited: set[int] = set()
+        exited: set[str] = set()
         while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), STATUS_EVERY_S)
-            for member in members:
+            for member in [*members, *brokers]:
                 code = member.process.poll() if member.process else None
-                if code is not None and member.node_id not in exited:
-                    exited.add(member.node_id)
-                    print(f"controller {member.node_id} exited with code {code}", flush=True)
+                name = f"{member.command} {member.node_id}"
+                if code is not None and name not in exited:
+                    exited.add(name)
+                    print(f"{name} exited with code {code}", flush=True)
             if not stop.is_set():
                 with contextlib.suppress(QuorumUnavailableError):
                     reply = await client.describe_quorum()
@@ -196,9 +248,36 @@ async def supervise(data_dir: Path) -> int:
                     )
         return 0
     finally:
-        print("stopping controllers", flush=True)
+        print("stopping brokers, then controllers", flush=True)
         await client.close()
+        await admin.close()
+        stop_all(brokers, timeout_s=35.0)
         stop_all(members)
+
+
+async def _wait_for_brokers(admin: AdminClient, stop: asyncio.Event) -> str:
+    """Until every broker is ONLINE (or 30 s); the broker table either way."""
+    deadline = time.monotonic() + 30
+    table = "brokers: no answer from the active controller"
+    while not stop.is_set() and time.monotonic() < deadline:
+        with contextlib.suppress(AdminError, NoControllerError):
+            reply = await admin.admin("DescribeCluster", api.DescribeClusterRequest(), deadline_s=2)
+            table = broker_table(reply)
+            states = {b.broker_id: b.state for b in reply.brokers}
+            if all(states.get(b) == "ONLINE" for b in BROKER_IDS):
+                return table
+        await asyncio.sleep(0.2)
+    return table
+
+
+def broker_table(reply: api.DescribeClusterResponse) -> str:
+    lines = [f"{'BrokerId':<10}{'State':<10}{'Epoch':>8}{'MetadataOffset':>16}  Endpoint"]
+    for b in reply.brokers:
+        offset = b.metadata_offset if b.reported_state else -1
+        lines.append(
+            f"{b.broker_id:<10}{b.state:<10}{b.broker_epoch:>8}{offset:>16}  {b.host}:{b.port}"
+        )
+    return "\n".join(lines)
 
 
 async def _wait_for_leader(
@@ -217,7 +296,9 @@ async def _wait_for_leader(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a local three-controller quorum.")
+    parser = argparse.ArgumentParser(
+        description="Run a local cluster: three controllers and three brokers."
+    )
     parser.add_argument("--data-dir", default="data", type=Path)
     args = parser.parse_args(argv)
     return asyncio.run(supervise(args.data_dir))

@@ -1,0 +1,283 @@
+"""Metadata convergence: how fast committed metadata reaches many brokers.
+
+Starts three `quorum-controller` processes, then for each broker count in
+`--brokers` (default 10, 50, 200) runs that many broker agents, spread over
+`--workers` processes (each runs its agents on one event loop; real
+`BrokerAgent`s with real metadata caches, talking gRPC to the controllers).
+Once every broker is ONLINE, a steady stream of metadata changes (topic config
+changes, `--rate` per second, one record each) runs for `--seconds`, and every
+agent records the commit-to-apply lag of each record it applies (controller
+commit time to broker apply time, corrected by the fetch's clock-offset
+estimate). Then:
+
+- `apply_lag_ms`: p50, p99 and max over every (record, broker) pair;
+- `metadata_fetch_per_s`: MetadataFetch calls answered per second by the active
+  controller during the window (all agents' successful fetches);
+- `restart_to_online_s` (once, with a real `broker-agent` process): a broker that
+  was `kill -9`ed and fenced is started again; seconds from its process start to
+  ONLINE in the active controller's DescribeCluster.
+
+    .venv/bin/python bench/convergence.py [--brokers 10,50,200 --seconds 20 --rate 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
+
+from quorum.admin_client import AdminClient
+from quorum.gen import admin_pb2 as api
+
+SESSION_MS = 9000  # Kafka's default broker.session.timeout.ms
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# ------------------------------------------------------------------ worker side
+
+
+async def worker(args: argparse.Namespace) -> None:
+    """Run agents until stdin says `start` (clear stats) and `stop` (report)."""
+    from broker_agent.agent import BrokerAgent
+    from broker_agent.config import parse_broker_config
+    from broker_agent.main import open_cache
+
+    agents = []
+    for broker_id in range(args.first_id, args.first_id + args.count):
+        config = parse_broker_config({
+            "node.id": str(broker_id),
+            "process.roles": "broker",
+            "controller.quorum.voters": args.voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{20000 + broker_id}",
+            "metadata.log.dir": str(Path(args.root) / f"broker-{broker_id}"),
+            "broker.heartbeat.interval.ms": "2000",
+            "log.level": "WARNING",
+        })  # fmt: skip
+        agents.append(BrokerAgent(config, args.cluster_id, open_cache(config, False), None))
+    tasks = [asyncio.ensure_future(a.run()) for a in agents]
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    started = time.monotonic()
+    while True:
+        line = (await reader.readline()).decode().strip()
+        if line == "start":
+            started = time.monotonic()
+            for a in agents:
+                a.stats.apply_lag_ms.clear()
+                a.stats.fetches = 0
+        elif line in ("stop", ""):
+            break
+    seconds = time.monotonic() - started
+    lags = [lag for a in agents for lag in a.stats.apply_lag_ms]
+    fetches = sum(a.stats.fetches for a in agents)
+    print(json.dumps({"lags": lags, "fetches": fetches, "seconds": seconds}), flush=True)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(BaseException):
+            await task
+    for a in agents:
+        await a.client.close()
+        a.cache.close()
+
+
+# ------------------------------------------------------------------ driver side
+
+
+async def count_in_state(system: QuorumSystem, ids: range, state: str) -> int:
+    client = AdminClient(system.addresses(), system.cluster_id)
+    try:
+        reply = await client.admin("DescribeCluster", api.DescribeClusterRequest(), deadline_s=5)
+        return sum(1 for b in reply.brokers if b.broker_id in ids and b.state == state)
+    finally:
+        await client.close()
+
+
+async def change_stream(system: QuorumSystem, rate: float, seconds: float) -> int:
+    """One topic config change per tick: one record, one commit, fanned out to all."""
+    client = AdminClient(system.addresses(), system.cluster_id)
+    changes = 0
+    try:
+        topic = api.CreatableTopic(name="convergence", num_partitions=1, replication_factor=1)
+        reply = await client.admin("CreateTopics", api.CreateTopicsRequest(topics=[topic]))
+        assert reply.topics[0].error.error_code in (0, 36), reply
+        deadline = time.monotonic() + seconds
+        next_at = time.monotonic()
+        while time.monotonic() < deadline:
+            request = api.IncrementalAlterConfigsRequest(resources=[api.AlterConfigsResource(
+                resource_type=api.TOPIC, resource_name="convergence",
+                configs=[api.AlterableConfig(
+                    name="retention.ms", value=str(60_000 + changes), op=api.SET)])])  # fmt: skip
+            await client.admin("IncrementalAlterConfigs", request)
+            changes += 1
+            next_at += 1 / rate
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    finally:
+        await client.close()
+    return changes
+
+
+def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
+              args: argparse.Namespace) -> None:  # fmt: skip
+    workers = min(args.workers, brokers)
+    per = [brokers // workers + (1 if i < brokers % workers else 0) for i in range(workers)]
+    voters = ",".join(f"{i}@{a}" for i, a in zip((1, 2, 3), system.addresses(), strict=True))
+    procs = []
+    next_id = first_id
+    for count in per:
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "--worker", "--first-id", str(next_id), "--count",
+             str(count), "--voters", voters, "--cluster-id", system.cluster_id,
+             "--root", str(root)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        ))  # fmt: skip
+        next_id += count
+    try:
+        ids = range(first_id, first_id + brokers)
+        wait_for(lambda: asyncio.run(count_in_state(system, ids, "ONLINE")) == brokers, 120,
+                 f"{brokers} brokers ONLINE")  # fmt: skip
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("start\n")
+            p.stdin.flush()
+        changes = asyncio.run(change_stream(system, args.rate, args.seconds))
+        time.sleep(1.0)  # the last changes reach everyone
+        reports = []
+        for p in procs:
+            out, _ = p.communicate("stop\n", timeout=120)
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    # The next round starts once these brokers' sessions have run out.
+    wait_for(lambda: asyncio.run(count_in_state(system, ids, "FENCED")) == brokers, 60,
+             f"{brokers} brokers fenced")  # fmt: skip
+    lags = [lag for r in reports for lag in r["lags"]]
+    seconds = max(r["seconds"] for r in reports)
+    params = {"brokers": brokers, "workers": workers, "changes": changes, "rate": args.rate}
+    emit(metric="apply_lag_ms", p50=round(percentile(lags, 0.5), 2),
+         p99=round(percentile(lags, 0.99), 2), max=round(max(lags), 2),
+         value=round(percentile(lags, 0.99), 2), samples=len(lags), **params)  # fmt: skip
+    emit(metric="metadata_fetch_per_s",
+         value=round(sum(r["fetches"] for r in reports) / seconds, 1), **params)  # fmt: skip
+
+
+def restart_to_online(system: QuorumSystem, root: Path) -> None:
+    from quorum.server.config import render_properties
+
+    config = root / "broker-9000.properties"
+    config.write_text(render_properties({
+        "node.id": "9000", "process.roles": "broker",
+        "controller.quorum.voters": ",".join(
+            f"{i}@{a}" for i, a in zip((1, 2, 3), system.addresses(), strict=True)),
+        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+        "metadata.log.dir": str(root / "broker-9000"),
+        "broker.heartbeat.interval.ms": "500",
+        "broker.session.timeout.ms": str(SESSION_MS),
+    }))  # fmt: skip
+    subprocess.run([str(VENV_BIN / "quorumctl"), "storage", "format", "--cluster-id",
+                    system.cluster_id, "--config", str(config)], check=True,
+                   capture_output=True)  # fmt: skip
+
+    async def state() -> tuple[str, int]:
+        client = AdminClient(system.addresses(), system.cluster_id)
+        try:
+            reply = await client.admin("DescribeCluster", api.DescribeClusterRequest())
+            for b in reply.brokers:
+                if b.broker_id == 9000:
+                    return b.state, b.broker_epoch
+            return "ABSENT", -1
+        finally:
+            await client.close()
+
+    command = [str(VENV_BIN / "broker-agent"), "--config", str(config)]
+    log = (root / "broker-9000.log").open("ab")
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: asyncio.run(state())[0] == "ONLINE", 30, "broker 9000 ONLINE")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    wait_for(lambda: asyncio.run(state())[0] == "FENCED", 30, "broker 9000 fenced")
+    old_epoch = asyncio.run(state())[1]
+    started = time.monotonic()
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        # A fenced broker is ONLINE again only by a new registration (a new epoch).
+        wait_for(lambda: asyncio.run(state())[0] == "ONLINE", 30, "broker 9000 ONLINE again")
+        assert asyncio.run(state())[1] != old_epoch
+        emit(metric="restart_to_online_s", value=round(time.monotonic() - started, 3),
+             session_timeout_ms=SESSION_MS)  # fmt: skip
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--brokers", default="10,50,200")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rate", type=float, default=20)
+    parser.add_argument("--keep-dir", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--voters", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster-id", help=argparse.SUPPRESS)
+    parser.add_argument("--root", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        asyncio.run(worker(args))
+        return
+    root = Path(tempfile.mkdtemp(prefix="bench-convergence-"))
+    system = QuorumSystem(root)
+    try:
+        say(f"== starting three controllers under {root}")
+        system.start()
+        first_id = 1001
+        for count in (int(c) for c in args.brokers.split(",")):
+            say(f"== {count} brokers, {args.rate} changes/s for {args.seconds} s")
+            # Brokers accumulate: each round adds to those still registered.
+            run_count(system, root, count, first_id, args)
+            first_id += count
+        say("== restart of a fenced broker")
+        restart_to_online(system, root)
+    finally:
+        system.stop()
+        if not args.keep_dir:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Three controllers and three broker agents, all real processes over real gRPC.
+
+The module's tests share one cluster and run in order (`--dist loadscope`): all
+brokers come ONLINE; a killed broker is fenced within its session and its
+leaderships and ISR places move; it comes back FENCED, catches up, goes ONLINE
+and is put back into ISRs by the leaders' AlterPartition; a SIGTERM'd broker
+hands its leaderships over before it exits; a controller failover fences
+nobody; a broker below the controllers' log start loads a snapshot; a damaged
+cache stops a broker with a clear error until it is told to rebuild. The last
+tests send malformed and stale MetadataFetch calls and check nothing changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_cluster import BIN, Cluster, run
+
+from quorum.admin_client import AdminClient, AdminError
+from quorum.gen import admin_pb2 as api
+from quorum.gen import broker_pb2 as bpb
+
+BROKERS = (11, 12, 13)
+SESSION_MS = 3000
+HEARTBEAT_MS = 500
+TOPIC = "orders"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster.create(
+        Path(tmp_path_factory.mktemp("brokers")),
+        extra={
+            "broker.session.timeout.ms": str(SESSION_MS),
+            # Frequent controller snapshots move the log start, so a broker that
+            # was away long enough must load a snapshot.
+            "metadata.snapshot.max.new.record.bytes": "4096",
+            "metadata.log.segment.bytes": "8192",
+        },
+    )
+    c.start()
+    try:
+        c.wait_for_leader()
+        c.add_brokers(
+            *BROKERS,
+            broker__heartbeat__interval__ms=str(HEARTBEAT_MS),
+            broker__session__timeout__ms=str(SESSION_MS),
+            metadata__snapshot__max__new__record__bytes="2048",
+            controlled__shutdown__timeout__ms="15000",
+        )
+        c.start_brokers()
+        yield c
+    finally:
+        c.stop_all()
+
+
+def call(cluster: Cluster, kind: str, method: str, request: Any) -> Any:
+    """Reads go to the active controller first: it alone knows broker sessions."""
+    active = cluster.procs[cluster.wait_for_leader().leader_id].address
+    bootstrap = [active] + [a for a in cluster.voter_addresses() if a != active]
+
+    async def go() -> Any:
+        client = AdminClient(bootstrap, cluster.cluster_id)
+        try:
+            return await getattr(client, kind)(method, request, deadline_s=20)
+        finally:
+            await client.close()
+
+    return run(go())
+
+
+def brokers_view(cluster: Cluster) -> dict[int, api.BrokerDescription]:
+    reply = call(cluster, "admin", "DescribeCluster", api.DescribeClusterRequest())
+    return {b.broker_id: b for b in reply.brokers}
+
+
+def agent_state(cluster: Cluster, broker_id: int) -> str:
+    metrics = cluster.brokers[broker_id].metrics()
+    return next(
+        key.split('"')[1]
+        for key, value in metrics.items()
+        if key.startswith("quorum_broker_state{") and value == 1.0
+    )
+
+
+def partitions(cluster: Cluster, topic: str = TOPIC) -> list[api.PartitionDescription]:
+    reply = call(cluster, "admin", "DescribeTopics", api.DescribeTopicsRequest(names=[topic]))
+    assert reply.topics[0].error.error_code == 0, reply
+    return list(reply.topics[0].partitions)
+
+
+def high_watermark(cluster: Cluster) -> int:
+    return int(cluster.describe(cluster.wait_for_leader().leader_id).high_watermark)
+
+
+def caught_up(cluster: Cluster, broker_id: int) -> bool:
+    applied = cluster.brokers[broker_id].metrics()["quorum_broker_metadata_applied_offset"]
+    return applied >= high_watermark(cluster)
+
+
+def create_topic(
+    cluster: Cluster, name: str, partitions_: int, min_isr: int, replication_factor: int = 3
+) -> None:
+    reply = call(cluster, "admin", "CreateTopics", api.CreateTopicsRequest(topics=[
+        api.CreatableTopic(
+            name=name, num_partitions=partitions_, replication_factor=replication_factor,
+            configs={"min.insync.replicas": str(min_isr)},
+        )
+    ]))  # fmt: skip
+    assert reply.topics[0].error.error_code == 0, reply
+
+
+def wait_online(cluster: Cluster, *broker_ids: int, timeout_s: float = 20) -> None:
+    def online() -> bool:
+        view = brokers_view(cluster)
+        return all(
+            agent_state(cluster, b) == "ONLINE" and view[b].state == "ONLINE" for b in broker_ids
+        )
+
+    cluster.wait_until(online, timeout_s, f"brokers {broker_ids} ONLINE")
+
+
+def test_every_broker_registers_and_comes_online(cluster: Cluster) -> None:
+    wait_online(cluster, *BROKERS)
+    view = brokers_view(cluster)
+    for b in BROKERS:
+        assert view[b].reported_state == "ONLINE"
+        assert 0 <= view[b].last_heartbeat_age_ms < SESSION_MS
+        assert view[b].port == cluster.brokers[b].port
+    create_topic(cluster, TOPIC, 6, min_isr=2)
+    create_topic(cluster, "strict", 3, min_isr=3)
+    for b in BROKERS:
+        cluster.wait_until(lambda b=b: caught_up(cluster, b), 10, f"broker {b} caught up")
+    assert {p.leader for p in partitions(cluster)} == set(BROKERS)
+
+
+def test_the_apply_trace_records_every_applied_record_with_its_times(cluster: Cluster) -> None:
+    trace = cluster.brokers[11].data_dir / "apply-trace.jsonl"
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    offsets = [r["offset"] for r in rows]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+    types = {r["record_type"] for r in rows}
+    assert {"register_broker", "topic", "partition", "config"} <= types, types
+    created = [r for r in rows if r["record_type"] == "partition"]
+    for r in created:
+        assert r["broker_id"] == 11
+        assert 0 < r["append_time_ms"] <= r["commit_time_ms"] <= r["receive_time_ms"] + 1000
+        assert r["receive_time_ms"] <= r["apply_time_ms"]
+        assert abs(r["clock_offset_ms"]) < 1000  # one machine: the clocks agree
+
+
+def test_a_killed_broker_is_fenced_and_its_leaderships_and_isr_places_move(
+    cluster: Cluster,
+) -> None:
+    before = partitions(cluster)
+    assert any(p.leader == 11 for p in before)
+    cluster.brokers[11].popen.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+    killed = time.monotonic()
+    cluster.wait_until(
+        lambda: brokers_view(cluster)[11].fenced, (SESSION_MS + HEARTBEAT_MS) / 1000 + 3,
+        "broker 11 fenced",
+    )  # fmt: skip
+    fenced_after = time.monotonic() - killed
+    # Fenced no earlier than its session allows (it was heartbeating until killed).
+    assert fenced_after >= SESSION_MS / 1000 - HEARTBEAT_MS / 1000 - 0.5, fenced_after
+    after = partitions(cluster)
+    assert all(p.leader in (12, 13) for p in after), after
+    assert all(11 not in p.isr and len(p.isr) == 2 for p in after), after
+    assert not any(p.under_min_isr for p in after)
+    strict = partitions(cluster, "strict")
+    assert all(p.under_min_isr for p in strict), strict
+
+
+def test_the_restarted_broker_catches_up_goes_online_and_rejoins_the_isrs(
+    cluster: Cluster,
+) -> None:
+    cluster.start_brokers(11)
+    wait_online(cluster, 11)
+    log = cluster.brokers[11].log_text()
+    start_line = [line for line in log.splitlines() if "starting at metadata offset" in line][-1]
+    assert not start_line.endswith("offset 0; controllers"), start_line
+    assert int(start_line.split("metadata offset ")[1].split(";")[0]) > 0
+    assert "FENCED -> ONLINE" in log.split(start_line)[1]
+    cluster.wait_until(
+        lambda: (
+            all(len(p.isr) == 3 for p in partitions(cluster))
+            and all(len(p.isr) == 3 for p in partitions(cluster, "strict"))
+        ),
+        15,
+        "broker 11 back in every ISR (AlterPartition from the leaders)",
+    )
+    assert not any(p.under_min_isr for p in partitions(cluster, "strict"))
+
+
+def test_sigterm_moves_leaderships_away_before_the_broker_exits(cluster: Cluster) -> None:
+    # Preferred leadership back first so broker 12 leads something.
+    call(cluster, "admin", "ElectLeaders", api.ElectLeadersRequest(
+        election_type=api.PREFERRED))  # fmt: skip
+    assert any(p.leader == 12 for p in partitions(cluster))
+    proc = cluster.brokers[12]
+    assert proc.popen is not None
+    proc.popen.send_signal(signal.SIGTERM)
+    assert proc.popen.wait(20) == 0
+    after = partitions(cluster)
+    assert all(p.leader in (11, 13) for p in after), after
+    assert all(p.leader != -1 for p in after)
+    view = brokers_view(cluster)
+    assert view[12].fenced
+    text = proc.log_text()
+    assert text.index("-> STOPPING") < text.index("STOPPING -> OFFLINE")
+    cluster.start_brokers(12)
+    wait_online(cluster, 12)
+
+
+def test_a_controller_failover_fences_no_live_broker(cluster: Cluster) -> None:
+    old = cluster.wait_for_leader().leader_id
+    cluster.kill(old)
+    cluster.wait_exit(old)
+    new = cluster.wait_for_leader([n for n in cluster.procs if n != old]).leader_id
+    time.sleep((SESSION_MS + 2 * HEARTBEAT_MS) / 1000)
+    view = brokers_view(cluster)
+    assert not any(view[b].fenced for b in BROKERS), view
+    assert all(agent_state(cluster, b) == "ONLINE" for b in BROKERS)
+    create_topic(cluster, "after-failover", 2, min_isr=1)
+    for b in BROKERS:
+        cluster.wait_until(lambda b=b: caught_up(cluster, b), 10, f"broker {b} follows {new}")
+    cluster.start(old)
+
+
+def test_a_broker_below_the_log_start_loads_a_snapshot(cluster: Cluster) -> None:
+    proc = cluster.brokers[13]
+    assert proc.popen is not None
+    proc.popen.send_signal(signal.SIGTERM)
+    assert proc.popen.wait(20) == 0
+    stopped_at = int(json.loads(
+        (proc.data_dir / "apply-trace.jsonl").read_text().splitlines()[-1])["offset"])  # fmt: skip
+    for i in range(6):
+        create_topic(cluster, f"while-away-{i}", 20, min_isr=1, replication_factor=2)
+    leader = cluster.wait_for_leader()
+    assert leader.log_start_offset > stopped_at + 1, (leader, stopped_at)
+    cluster.start_brokers(13)
+    wait_online(cluster, 13)
+    cluster.wait_until(lambda: caught_up(cluster, 13), 10, "broker 13 caught up")
+    assert proc.metrics()["quorum_broker_metadata_snapshots_loaded_total"] >= 1
+    assert "loading snapshot" in proc.log_text()
+
+
+def test_a_corrupted_cache_stops_the_broker_until_told_to_rebuild(cluster: Cluster) -> None:
+    proc = cluster.brokers[13]
+    assert proc.popen is not None
+    proc.popen.send_signal(signal.SIGTERM)
+    assert proc.popen.wait(20) == 0
+    segments = sorted((proc.data_dir / "__cluster_metadata-0").glob("*.log"))
+    damaged = max(segments, key=lambda p: p.stat().st_size)
+    data = bytearray(damaged.read_bytes())
+    assert len(data) > 200
+    data[len(data) // 3] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    result = subprocess.run(
+        [str(BIN / "broker-agent"), "--config", str(proc.config)],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1, result
+    assert damaged.name in result.stderr and "--rebuild-metadata-cache" in result.stderr
+    cluster.start_brokers(13, flags=("--rebuild-metadata-cache",))
+    wait_online(cluster, 13)
+    cluster.wait_until(lambda: caught_up(cluster, 13), 10, "broker 13 rebuilt")
+
+
+def fetch(cluster: Cluster, **fields: Any) -> Any:
+    return call(cluster, "broker", "MetadataFetch", bpb.MetadataFetchRequest(**fields))
+
+
+def refused(cluster: Cluster, **fields: Any) -> str:
+    with pytest.raises(AdminError) as caught:
+        fetch(cluster, **fields)
+    return caught.value.name
+
+
+def test_bad_metadata_fetches_get_their_error_codes_and_change_nothing(
+    cluster: Cluster,
+) -> None:
+    epoch = brokers_view(cluster)[11].broker_epoch
+    before = cluster.describe(cluster.wait_for_leader().leader_id)
+    assert refused(cluster, broker_id=11, broker_epoch=epoch - 1) == "STALE_BROKER_EPOCH"
+    assert refused(cluster, broker_id=99, broker_epoch=1) == "BROKER_ID_NOT_REGISTERED"
+    assert refused(cluster, broker_id=11, broker_epoch=epoch, fetch_offset=-1) == "INVALID_REQUEST"
+    assert (
+        refused(cluster, broker_id=11, broker_epoch=epoch, fetch_offset=10**9)
+        == "OFFSET_OUT_OF_RANGE"
+    )
+    assert (
+        refused(cluster, cluster_id="another-cluster", broker_id=11, broker_epoch=epoch)
+        == "INCONSISTENT_CLUSTER_ID"
+    )
+    with pytest.raises(AdminError) as caught:
+        call(cluster, "broker", "RegisterBroker", bpb.RegisterBrokerRequest(
+            broker_id=11, incarnation_id="someone-else"))  # fmt: skip
+    assert caught.value.name == "DUPLICATE_BROKER_REGISTRATION"
+    after = cluster.describe(cluster.wait_for_leader().leader_id)
+    assert after.image_digest == before.image_digest
+
+
+def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
+    cluster: Cluster,
+) -> None:
+    epoch = brokers_view(cluster)[11].broker_epoch
+    view = cluster.wait_for_leader()
+    hw, start = view.high_watermark, view.log_start_offset
+    below = fetch(cluster, broker_id=11, broker_epoch=epoch, fetch_offset=start - 1)
+    assert below.HasField("load_snapshot") and not below.batches
+    assert below.load_snapshot.end_offset >= start
+    reply = fetch(cluster, broker_id=11, broker_epoch=epoch, fetch_offset=start, max_records=50)
+    assert reply.batches and all(
+        b.base_offset + len(b.records) <= reply.high_watermark for b in reply.batches
+    )
+
+    async def parked_then_commit() -> tuple[float, Any]:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        try:
+            started = time.monotonic()
+            parked = asyncio.ensure_future(client.broker("MetadataFetch", bpb.MetadataFetchRequest(
+                broker_id=11, broker_epoch=epoch, fetch_offset=hw, max_wait_ms=10_000,
+                current_state=bpb.ONLINE)))  # fmt: skip
+            await asyncio.sleep(0.5)
+            assert not parked.done()
+            wake = api.CreatableTopic(name="wake-up", num_partitions=1, replication_factor=1)
+            await client.admin("CreateTopics", api.CreateTopicsRequest(topics=[wake]))
+            answer = await parked
+            return time.monotonic() - started, answer
+        finally:
+            await client.close()
+
+    seconds, answer = run(parked_then_commit())
+    assert seconds < 5, seconds  # well before its 10 s max wait
+    assert answer.batches and answer.batches[0].base_offset >= hw
