@@ -13,8 +13,14 @@ import sys
 
 import click
 
+from quorum.cli.acls import acls_group
+from quorum.cli.brokers import brokers_group
+from quorum.cli.configs import configs_group
+from quorum.cli.elect_leaders import elect_leaders
+from quorum.cli.features import features_group
 from quorum.cli.quorum_describe import quorum_group
 from quorum.cli.storage import storage
+from quorum.cli.topics import topics_group
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -38,6 +44,12 @@ def cli() -> None:
 
 cli.add_command(storage)
 cli.add_command(quorum_group)
+cli.add_command(topics_group)
+cli.add_command(configs_group)
+cli.add_command(acls_group)
+cli.add_command(brokers_group)
+cli.add_command(elect_leaders)
+cli.add_command(features_group)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -209,6 +209,24 @@ class BrokerRegistry:
             high_watermark=high_watermark,
         )  # fmt: skip
 
+    def build_unregister(self, broker_id: int) -> tuple[Records, None]:
+        """Fence (moving leaderships and ISR places away), then forget the broker."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise ControllerError(
+                ApiError.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered"
+            )
+        records = [] if broker.fenced else self.fence_records(broker_id)
+        records.append(
+            wrap(
+                unregister_broker=md.UnregisterBrokerRecord(
+                    broker_id=broker_id, broker_epoch=broker.broker_epoch
+                )
+            )
+        )
+        self.sessions.pop(broker_id, None)
+        return records, None
+
     def fence_records(self, broker_id: int) -> Records:
         """Fence a broker and move its leaderships and ISR places away."""
         broker = self.image.brokers[broker_id]

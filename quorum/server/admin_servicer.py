@@ -235,6 +235,13 @@ class AdminServicer(api_grpc.AdminServicer):
             context, request.cluster_id, lambda: cluster_ops.build_update_features(image, request)
         )
 
+    async def UnregisterBroker(self, request: api.UnregisterBrokerRequest, context: Any) -> Any:
+        registry = self.c.registry
+        await self.c.write(
+            context, request.cluster_id, lambda: registry.build_unregister(request.broker_id)
+        )
+        return api.UnregisterBrokerResponse()
+
     # ------------------------------------------------------------------- reads
 
     async def ListTopics(self, request: api.ListTopicsRequest, context: Any) -> Any:

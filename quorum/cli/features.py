@@ -1,0 +1,83 @@
+"""`quorumctl features`: what `kafka-features.sh` does (describe, upgrade)."""
+
+from __future__ import annotations
+
+import click
+
+from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
+from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.gen import admin_pb2 as api
+
+
+@click.group("features")
+def features_group() -> None:
+    """Describe and upgrade finalized feature levels (metadata.version).
+
+    \b
+    Example:
+      quorumctl features describe
+      quorumctl features upgrade --feature metadata.version=1
+    """
+
+
+@features_group.command("describe")
+@connection_options
+def describe(bootstrap: str | None, cluster_id: str, output: str) -> None:
+    """Finalized feature levels.
+
+    \b
+    Example:
+      quorumctl features describe --output json
+    """
+    reply = call_admin(
+        parse_bootstrap(bootstrap), cluster_id, "DescribeCluster", api.DescribeClusterRequest()
+    )
+    rows = [{"Feature": f.name, "FinalizedVersionLevel": f.level} for f in reply.features]
+    if output == "json":
+        click.echo(render_json(rows))
+    elif rows:
+        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+    else:
+        click.echo("no finalized features")
+
+
+@features_group.command("upgrade")
+@click.option("--feature", "features", multiple=True, required=True, metavar="NAME=LEVEL")
+@click.option("--dry-run", is_flag=True, help="Validate only.")
+@connection_options
+def upgrade(
+    features: tuple[str, ...], dry_run: bool, bootstrap: str | None, cluster_id: str, output: str
+) -> None:
+    """Raise feature levels (every registered broker must support the new level).
+
+    \b
+    Example:
+      quorumctl features upgrade --feature metadata.version=1
+    """
+    updates = []
+    for pair in features:
+        name, sep, level = pair.partition("=")
+        if not sep or not level.isdigit():
+            raise click.BadParameter(f"{pair!r} is not name=level", param_hint="--feature")
+        updates.append(api.FeatureUpdate(feature=name, max_version_level=int(level)))
+    reply = call_admin(
+        parse_bootstrap(bootstrap),
+        cluster_id,
+        "UpdateFeatures",
+        api.UpdateFeaturesRequest(updates=updates, validate_only=dry_run),
+    )
+    failures = [(f"feature {r.feature}", m) for r in reply.results if (m := item_error(r.error))]
+    fail_on_item_errors(failures)
+    rows = [
+        {
+            "Feature": u.feature,
+            "Level": u.max_version_level,
+            "Result": "valid" if dry_run else "upgraded",
+        }
+        for u in updates
+    ]
+    click.echo(
+        render_json(rows)
+        if output == "json"
+        else render_table(list(rows[0]), [list(r.values()) for r in rows])
+    )

@@ -1,0 +1,329 @@
+"""`quorumctl topics`: what `kafka-topics.sh` does, against the admin API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
+from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.gen import admin_pb2 as api
+
+CREATE_BATCH = 50
+
+
+def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--config")
+        configs[key.strip()] = value.strip()
+    return configs
+
+
+def parse_assignment(text: str) -> list[api.ReplicaAssignment]:
+    """Kafka's `--replica-assignment 1:2:3,2:3:1`: partitions by comma, replicas by colon."""
+    assignments = []
+    for index, part in enumerate(text.split(",")):
+        try:
+            brokers = [int(b) for b in part.split(":")]
+        except ValueError:
+            raise click.BadParameter(
+                f"{part!r} is not broker:broker:...", param_hint="--replica-assignment"
+            ) from None
+        assignments.append(api.ReplicaAssignment(partition_index=index, broker_ids=brokers))
+    return assignments
+
+
+@click.group("topics")
+def topics_group() -> None:
+    """Create, delete, list, describe and alter topics.
+
+    \b
+    Example:
+      quorumctl topics create orders --partitions 6 --replication-factor 3
+      quorumctl topics describe --topic orders
+    """
+
+
+@topics_group.command("create")
+@click.argument("names", nargs=-1)
+@click.option("--partitions", type=int, default=-1, help="Partition count (default: cluster's).")
+@click.option("--replication-factor", type=int, default=-1, help="Replicas per partition.")
+@click.option("--replica-assignment", help="Explicit replicas, e.g. 1:2:3,2:3:1.")
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config.")
+@click.option("--if-not-exists", is_flag=True, help="An existing topic is not an error.")
+@click.option("--validate-only", is_flag=True, help="Check, create nothing.")
+@click.option(
+    "--from-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="One topic name per line (other options apply to each); progress on a terminal.",
+)
+@connection_options
+def create(
+    names: tuple[str, ...],
+    partitions: int,
+    replication_factor: int,
+    replica_assignment: str | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    validate_only: bool,
+    from_file: Path | None,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
+) -> None:
+    """Create topics.
+
+    \b
+    Example:
+      quorumctl topics create orders --partitions 6 --replication-factor 3 \\
+          --config min.insync.replicas=2
+      quorumctl topics create --from-file topics.txt --partitions 3
+    """
+    wanted = list(names)
+    if from_file is not None:
+        wanted += [line.strip() for line in from_file.read_text().splitlines() if line.strip()]
+    if not wanted:
+        raise click.UsageError("name at least one topic (or --from-file)")
+    if replica_assignment and (partitions != -1 or replication_factor != -1):
+        raise click.UsageError(
+            "--replica-assignment excludes --partitions and --replication-factor"
+        )
+    addresses = parse_bootstrap(bootstrap)
+    topic_configs = parse_configs(configs)
+    assignment = parse_assignment(replica_assignment) if replica_assignment else []
+    results: list[api.CreatableTopicResult] = []
+    batches = [wanted[i : i + CREATE_BATCH] for i in range(0, len(wanted), CREATE_BATCH)]
+    with click.progressbar(
+        length=len(wanted),
+        label="creating topics",
+        file=sys.stderr,
+        hidden=not sys.stderr.isatty() or len(batches) == 1,
+    ) as bar:
+        for batch in batches:
+            request = api.CreateTopicsRequest(validate_only=validate_only)
+            for name in batch:
+                request.topics.append(
+                    api.CreatableTopic(
+                        name=name,
+                        num_partitions=partitions,
+                        replication_factor=replication_factor,
+                        assignments=assignment,
+                        configs=topic_configs,
+                    )
+                )
+            reply = call_admin(addresses, cluster_id, "CreateTopics", request)
+            results += list(reply.topics)
+            bar.update(len(batch))
+    failures = []
+    rows = []
+    for r in results:
+        message = item_error(r.error)
+        if message and not (if_not_exists and r.error.error_name == "TOPIC_ALREADY_EXISTS"):
+            failures.append((f"topic {r.name}", message))
+            continue
+        state = "exists" if message else ("valid" if validate_only else "created")
+        rows.append(
+            {
+                "Topic": r.name,
+                "TopicId": r.topic_id,
+                "Partitions": r.num_partitions,
+                "ReplicationFactor": r.replication_factor,
+                "Result": state,
+            }
+        )
+        if r.warning:
+            click.echo(f"warning: {r.warning}", err=True)
+    _print_rows(rows, output)
+    fail_on_item_errors(failures)
+
+
+@topics_group.command("delete")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
+@connection_options
+def delete(
+    names: tuple[str, ...], if_exists: bool, bootstrap: str | None, cluster_id: str, output: str
+) -> None:
+    """Delete topics.
+
+    \b
+    Example:
+      quorumctl topics delete orders payments
+    """
+    reply = call_admin(
+        parse_bootstrap(bootstrap),
+        cluster_id,
+        "DeleteTopics",
+        api.DeleteTopicsRequest(names=list(names)),
+    )
+    failures, rows = [], []
+    for r in reply.topics:
+        message = item_error(r.error)
+        missing = r.error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+        if message and not (if_exists and missing):
+            failures.append((f"topic {r.name}", message))
+        else:
+            rows.append(
+                {
+                    "Topic": r.name,
+                    "TopicId": r.topic_id,
+                    "Result": "absent" if message else "deleted",
+                }
+            )
+    _print_rows(rows, output)
+    fail_on_item_errors(failures)
+
+
+@topics_group.command("list")
+@connection_options
+def list_topics(bootstrap: str | None, cluster_id: str, output: str) -> None:
+    """List topics (names in a table, full listings in JSON).
+
+    \b
+    Example:
+      quorumctl topics list --output json
+    """
+    reply = call_admin(
+        parse_bootstrap(bootstrap), cluster_id, "ListTopics", api.ListTopicsRequest()
+    )
+    listings = sorted(reply.topics, key=lambda t: t.name)
+    if output == "json":
+        click.echo(
+            render_json(
+                [
+                    {
+                        "name": t.name,
+                        "topic_id": t.topic_id,
+                        "partitions": t.partitions,
+                        "replication_factor": t.replication_factor,
+                    }
+                    for t in listings
+                ]
+            )
+        )
+        return
+    for t in listings:
+        click.echo(t.name)
+
+
+@topics_group.command("describe")
+@click.option("--topic", "topics", multiple=True, help="Topic to describe (default: all).")
+@click.option("--under-replicated-partitions", is_flag=True, help="Only ISR < replicas.")
+@click.option("--under-min-isr-partitions", is_flag=True, help="Only ISR < min.insync.replicas.")
+@click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no leader.")
+@connection_options
+def describe(
+    topics: tuple[str, ...],
+    under_replicated_partitions: bool,
+    under_min_isr_partitions: bool,
+    unavailable_partitions: bool,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
+) -> None:
+    """Describe partitions: leader, leader epoch, replicas, ISR and health markers.
+
+    \b
+    Example:
+      quorumctl topics describe --topic orders
+      quorumctl topics describe --under-min-isr-partitions
+    """
+    reply = call_admin(
+        parse_bootstrap(bootstrap),
+        cluster_id,
+        "DescribeTopics",
+        api.DescribeTopicsRequest(names=list(topics)),
+    )
+    failures, rows = [], []
+    for t in reply.topics:
+        message = item_error(t.error)
+        if message:
+            failures.append((f"topic {t.name}", message))
+            continue
+        for p in t.partitions:
+            if under_replicated_partitions and not p.under_replicated:
+                continue
+            if under_min_isr_partitions and not p.under_min_isr:
+                continue
+            if unavailable_partitions and p.leader != -1:
+                continue
+            rows.append(partition_row(t, p))
+    _print_rows(rows, output)
+    fail_on_item_errors(failures)
+
+
+def partition_row(t: api.TopicDescription, p: api.PartitionDescription) -> dict[str, Any]:
+    markers = []
+    if p.leader == -1:
+        markers.append("Offline")
+    if p.under_min_isr:
+        markers.append("UnderMinIsr")
+    if p.under_replicated:
+        markers.append("UnderReplicated")
+    return {
+        "Topic": t.name,
+        "TopicId": t.topic_id,
+        "Partition": p.partition,
+        "Leader": p.leader if p.leader != -1 else "none",
+        "LeaderEpoch": p.leader_epoch,
+        "Replicas": list(p.replicas),
+        "Isr": list(p.isr),
+        "OfflineReplicas": list(p.offline_replicas),
+        "MinIsr": p.min_isr,
+        "Status": ",".join(markers) or "ok",
+    }
+
+
+@topics_group.command("alter")
+@click.option("--topic", required=True, help="The topic.")
+@click.option("--partitions", type=int, required=True, help="The new total partition count.")
+@click.option("--validate-only", is_flag=True, help="Check, change nothing.")
+@connection_options
+def alter(
+    topic: str,
+    partitions: int,
+    validate_only: bool,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
+) -> None:
+    """Add partitions to a topic (the count only grows).
+
+    \b
+    Example:
+      quorumctl topics alter --topic orders --partitions 12
+    """
+    reply = call_admin(
+        parse_bootstrap(bootstrap),
+        cluster_id,
+        "CreatePartitions",
+        api.CreatePartitionsRequest(
+            topics=[api.CreatePartitionsTopic(name=topic, count=partitions)],
+            validate_only=validate_only,
+        ),
+    )
+    failures = [(f"topic {r.name}", m) for r in reply.topics if (m := item_error(r.error))]
+    fail_on_item_errors(failures)
+    _print_rows(
+        [
+            {
+                "Topic": topic,
+                "Partitions": partitions,
+                "Result": "valid" if validate_only else "altered",
+            }
+        ],
+        output,
+    )
+
+
+def _print_rows(rows: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        click.echo(render_json(rows))
+    elif rows:
+        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))

@@ -1,0 +1,210 @@
+"""Every online `quorumctl` command by subprocess against three real controllers and
+three real broker agents: output, exit codes, JSON checked against the admin API,
+and the error paths (unknown topic, duplicate topic, invalid config, no reachable
+controller, wrong cluster id, usage errors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_cluster import Cluster, quorumctl, run
+
+from quorum.admin_client import AdminClient
+from quorum.gen import admin_pb2 as api
+
+BROKERS = (21, 22, 23)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster.create(Path(tmp_path_factory.mktemp("quorumctl-admin")))
+    c.start()
+    try:
+        c.wait_for_leader()
+        c.add_brokers(*BROKERS, broker__heartbeat__interval__ms="500")
+        c.start_brokers()
+        c.wait_until(
+            lambda: (
+                sorted(r["Id"] for r in ctl_json(c, "brokers", "list") if r["State"] == "ONLINE")
+                == list(BROKERS)
+            ),
+            20,
+            "brokers ONLINE",
+        )
+        yield c
+    finally:
+        c.stop_all()
+
+
+def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return quorumctl(*args, "--bootstrap-controller", ",".join(cluster.voter_addresses()))
+
+
+def ctl_json(cluster: Cluster, *args: str) -> Any:
+    done = ctl(cluster, *args, "--output", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def admin(cluster: Cluster, method: str, request: Any) -> Any:
+    async def go() -> Any:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        try:
+            return await client.admin(method, request)
+        finally:
+            await client.close()
+
+    return run(go())
+
+
+def test_topics_create_list_describe_alter_delete(cluster: Cluster) -> None:
+    done = ctl(cluster, "topics", "create", "orders", "--partitions", "4",
+               "--replication-factor", "3", "--config", "min.insync.replicas=2")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "orders" in done.stdout and "created" in done.stdout
+    listed = ctl(cluster, "topics", "list")
+    assert listed.returncode == 0 and "orders" in listed.stdout.splitlines()
+    rows = ctl_json(cluster, "topics", "describe", "--topic", "orders")
+    truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["orders"]))
+    by_partition = {p.partition: p for p in truth.topics[0].partitions}
+    assert len(rows) == 4
+    for row in rows:
+        p = by_partition[row["Partition"]]
+        assert (row["Leader"], row["LeaderEpoch"], row["Replicas"], row["Isr"]) == (
+            p.leader, p.leader_epoch, list(p.replicas), list(p.isr))  # fmt: skip
+        assert row["MinIsr"] == 2 and row["Status"] == "ok"
+    table = ctl(cluster, "topics", "describe", "--topic", "orders")
+    assert table.stdout.splitlines()[0].split() == [
+        "Topic", "TopicId", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr",
+        "OfflineReplicas", "MinIsr", "Status",
+    ]  # fmt: skip
+    assert ctl(cluster, "topics", "alter", "--topic", "orders", "--partitions", "6").returncode == 0
+    assert len(ctl_json(cluster, "topics", "describe", "--topic", "orders")) == 6
+    assert ctl(cluster, "topics", "create", "gone", "--partitions", "1").returncode == 0
+    assert ctl(cluster, "topics", "delete", "gone").returncode == 0
+    assert "gone" not in ctl(cluster, "topics", "list").stdout.splitlines()
+
+
+def test_topic_error_paths_exit_1_with_the_error_name(cluster: Cluster) -> None:
+    unknown = ctl(cluster, "topics", "describe", "--topic", "no-such-topic")
+    assert unknown.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr
+    ctl(cluster, "topics", "create", "dup", "--partitions", "1")
+    duplicate = ctl(cluster, "topics", "create", "dup", "--partitions", "1")
+    assert duplicate.returncode == 1 and "TOPIC_ALREADY_EXISTS" in duplicate.stderr
+    assert ctl(cluster, "topics", "create", "dup", "--if-not-exists").returncode == 0
+    invalid = ctl(cluster, "topics", "create", "bad", "--partitions", "1",
+                  "--replication-factor", "3", "--config", "min.insync.replicas=7")  # fmt: skip
+    assert invalid.returncode == 1 and "INVALID_CONFIG" in invalid.stderr
+    assert "Traceback" not in invalid.stderr
+    assert "bad" not in ctl(cluster, "topics", "list").stdout.splitlines()
+    assert ctl(cluster, "topics", "delete", "never-was", "--if-exists").returncode == 0
+    usage = ctl(cluster, "topics", "alter", "--topic", "orders")
+    assert usage.returncode == 2 and "--partitions" in usage.stderr
+
+
+def test_no_reachable_controller_and_a_wrong_cluster_id(cluster: Cluster) -> None:
+    nobody = quorumctl("topics", "list", "--bootstrap-controller", "127.0.0.1:1")
+    assert nobody.returncode == 1
+    assert "no controller reachable" in nobody.stderr and "127.0.0.1:1" in nobody.stderr
+    wrong = ctl(cluster, "topics", "list", "--cluster-id", "not-this-cluster")
+    assert wrong.returncode == 1 and "INCONSISTENT_CLUSTER_ID" in wrong.stderr
+
+
+def test_configs_describe_and_alter(cluster: Cluster) -> None:
+    done = ctl(cluster, "configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
+               "--add-config", "retention.ms=1000,cleanup.policy=compact")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = ctl_json(cluster, "configs", "describe", "--entity-type", "topics",
+                    "--entity-name", "orders")  # fmt: skip
+    values = {r["Name"]: r["Value"] for r in rows}
+    assert values["retention.ms"] == "1000" and values["cleanup.policy"] == "compact"
+    assert ctl(cluster, "configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
+               "--delete-config", "retention.ms").returncode == 0  # fmt: skip
+    rows = ctl_json(cluster, "configs", "describe", "--entity-type", "topics",
+                    "--entity-name", "orders")  # fmt: skip
+    assert "retention.ms" not in {r["Name"] for r in rows}
+    bad = ctl(cluster, "configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
+              "--add-config", "no.such.key=1")  # fmt: skip
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
+    cluster_wide = ctl(cluster, "configs", "alter", "--entity-type", "cluster",
+                       "--add-config", "auto.leader.rebalance.enable=false")  # fmt: skip
+    assert cluster_wide.returncode == 0, cluster_wide.stderr
+
+
+def test_acls_add_list_remove(cluster: Cluster) -> None:
+    done = ctl(cluster, "acls", "add", "--allow-principal", "User:alice",
+               "--operation", "read", "--operation", "describe", "--topic", "orders")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = ctl_json(cluster, "acls", "list", "--topic", "orders")
+    assert sorted(r["Operation"] for r in rows) == ["DESCRIBE", "READ"]
+    assert all(r["Principal"] == "User:alice" and r["Permission"] == "ALLOW" for r in rows)
+    truth = admin(cluster, "DescribeAcls", api.DescribeAclsRequest(
+        filter=api.AclBindingFilter(resource_type=1, pattern_type=1, operation=1,
+                                    permission_type=1)))  # fmt: skip
+    assert len(truth.bindings) == len(rows)
+    removed = ctl_json(cluster, "acls", "remove", "--topic", "orders", "--principal", "User:alice")
+    assert len(removed) == 2
+    assert ctl_json(cluster, "acls", "list", "--topic", "orders") == []
+    assert ctl(cluster, "acls", "remove").returncode == 2  # refuses to remove everything
+
+
+def test_brokers_list_and_unregister(cluster: Cluster) -> None:
+    rows = ctl_json(cluster, "brokers", "list")
+    assert [r["Id"] for r in rows] == list(BROKERS)
+    for r in rows:
+        assert r["State"] == "ONLINE" and r["AgentState"] == "ONLINE" and not r["Fenced"]
+        assert 0 <= r["LastHeartbeatMs"] < 9000 and r["MetadataOffset"] > 0 and r["Lag"] >= 0
+    table = ctl(cluster, "brokers", "list")
+    assert table.stdout.splitlines()[0].split()[:4] == ["Id", "State", "AgentState", "Epoch"]
+    missing = ctl(cluster, "brokers", "unregister", "--id", "99")
+    assert missing.returncode == 1 and "BROKER_ID_NOT_REGISTERED" in missing.stderr
+    proc = cluster.brokers[23]
+    assert proc.popen is not None
+    proc.popen.terminate()
+    assert proc.popen.wait(20) == 0
+    assert ctl(cluster, "brokers", "unregister", "--id", "23").returncode == 0
+    assert [r["Id"] for r in ctl_json(cluster, "brokers", "list")] == [21, 22]
+
+
+def test_elect_leaders_and_features(cluster: Cluster) -> None:
+    # Broker 23 is gone (previous test): partitions it should lead cannot get it back.
+    truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["orders"]))
+    first = {p.partition: p.replicas[0] for p in truth.topics[0].partitions}
+    done = ctl(cluster, "elect-leaders", "--election-type", "preferred",
+               "--all-topic-partitions", "--output", "json")  # fmt: skip
+    rows = json.loads(done.stdout)
+    orders = {r["Partition"]: r["Result"] for r in rows if r["Topic"] == "orders"}
+    for partition, result in orders.items():
+        if first[partition] == 23:
+            assert result == "PREFERRED_LEADER_NOT_AVAILABLE", rows
+        else:
+            assert result in ("ELECTED", "ELECTION_NOT_NEEDED"), rows
+    assert done.returncode == (1 if 23 in first.values() else 0), done.stderr
+    fine = min(p for p, b in first.items() if b != 23)
+    again = ctl(cluster, "elect-leaders", "--election-type", "preferred", "--topic", "orders",
+                "--partition", str(fine))  # fmt: skip
+    assert again.returncode == 0 and "ELECTION_NOT_NEEDED" in again.stdout, again
+    usage = ctl(cluster, "elect-leaders", "--election-type", "preferred")
+    assert usage.returncode == 2
+    features = ctl_json(cluster, "features", "describe")
+    assert isinstance(features, list)
+    upgraded = ctl(cluster, "features", "upgrade", "--feature", "metadata.version=1")
+    assert upgraded.returncode == 0, upgraded.stderr
+    levels = {f["Feature"]: f["FinalizedVersionLevel"]
+              for f in ctl_json(cluster, "features", "describe")}  # fmt: skip
+    assert levels["metadata.version"] == 1
+    too_high = ctl(cluster, "features", "upgrade", "--feature", "metadata.version=99")
+    assert too_high.returncode == 1 and "Traceback" not in too_high.stderr
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    for command in (["topics", "create"], ["topics", "describe"], ["configs", "alter"],
+                    ["acls", "add"], ["brokers", "list"], ["elect-leaders"],
+                    ["features", "upgrade"]):  # fmt: skip
+        done = quorumctl(*command, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout, command
