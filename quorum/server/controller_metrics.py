@@ -6,7 +6,9 @@ LastAppliedRecordOffset, LastCommittedRecordOffset, MetadataErrorCount).
 
 Counts that need a walk over every partition are refreshed on the event loop
 every few seconds, and only when the image has moved, so a scrape (on the HTTP
-thread) never iterates structures the loop is changing.
+thread) never iterates structures the loop is changing. The walk yields to the
+loop every `WALK_CHUNK_TOPICS` topics: with a million partitions one walk takes
+seconds, longer than a follower waits for its leader.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from quorum.server.admin_servicer import MetadataController
 from quorum.server.metrics import LATENCY_BUCKETS
 
 REFRESH_S = 5.0
+WALK_CHUNK_TOPICS = 100
 
 
 @dataclass
@@ -40,10 +43,12 @@ class _Counts:
     active: int = 0
 
 
-def count(controller: MetadataController) -> _Counts:
+async def count(controller: MetadataController) -> _Counts:
     image = controller.image
     counts = _Counts(image.applied_offset, image.topic_count, image.partition_count)
-    for topic in image.topics_by_id.values():
+    for i, topic in enumerate(list(image.topics_by_id.values())):
+        if i % WALK_CHUNK_TOPICS == WALK_CHUNK_TOPICS - 1:
+            await asyncio.sleep(0)  # each topic's partitions are walked in one go
         floor = min_isr(image, topic)
         for part in topic.partitions.values():
             counts.offline += part.leader == NO_LEADER
@@ -78,7 +83,7 @@ class ControllerCollector(Collector):
     async def refresh_forever(self) -> None:
         while True:
             if self.controller.image.applied_offset != self.counts.at_offset:
-                self.counts = count(self.controller)
+                self.counts = await count(self.controller)
             await asyncio.sleep(REFRESH_S)
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
