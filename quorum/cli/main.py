@@ -18,7 +18,10 @@ from quorum.cli.brokers import brokers_group
 from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.features import features_group
+from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
+from quorum.cli.shell import metadata_group
+from quorum.cli.snapshot_cmds import snapshot_group
 from quorum.cli.storage import storage
 from quorum.cli.topics import topics_group
 
@@ -50,6 +53,9 @@ cli.add_command(acls_group)
 cli.add_command(brokers_group)
 cli.add_command(elect_leaders)
 cli.add_command(features_group)
+cli.add_command(log_group)
+cli.add_command(snapshot_group)
+cli.add_command(metadata_group)
 
 
 def main(argv: list[str] | None = None) -> int:

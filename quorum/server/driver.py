@@ -115,8 +115,14 @@ class _NoLatencies:
         pass
 
 
+_WALL_ANCHOR_NS = time.time_ns() - time.monotonic_ns()
+
+
 def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
+    """Monotonic, but anchored to the wall clock at start-up: timeouts never jump,
+    and the append time the core stamps on each batch reads as wall-clock time, so
+    analytics can compare it with other processes' clocks."""
+    return (time.monotonic_ns() + _WALL_ANCHOR_NS) // 1_000_000
 
 
 class RaftDriver:

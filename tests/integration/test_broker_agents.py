@@ -152,7 +152,9 @@ def test_the_apply_trace_records_every_applied_record_with_its_times(cluster: Cl
     created = [r for r in rows if r["record_type"] == "partition"]
     for r in created:
         assert r["broker_id"] == 11
-        assert 0 < r["append_time_ms"] <= r["commit_time_ms"] <= r["receive_time_ms"] + 1000
+        # Append (the leader's wall-anchored clock) shortly before commit (its wall clock).
+        assert -50 <= r["commit_time_ms"] - r["append_time_ms"] < 5000, r
+        assert r["commit_time_ms"] <= r["receive_time_ms"] + 1000
         assert r["receive_time_ms"] <= r["apply_time_ms"]
         assert abs(r["clock_offset_ms"]) < 1000  # one machine: the clocks agree
 
