@@ -200,11 +200,3 @@ def test_elect_leaders_and_features(cluster: Cluster) -> None:
     assert levels["metadata.version"] == 1
     too_high = ctl(cluster, "features", "upgrade", "--feature", "metadata.version=99")
     assert too_high.returncode == 1 and "Traceback" not in too_high.stderr
-
-
-def test_every_command_has_help_with_an_example() -> None:
-    for command in (["topics", "create"], ["topics", "describe"], ["configs", "alter"],
-                    ["acls", "add"], ["brokers", "list"], ["elect-leaders"],
-                    ["features", "upgrade"]):  # fmt: skip
-        done = quorumctl(*command, "--help")
-        assert done.returncode == 0 and "Example" in done.stdout, command
