@@ -6,13 +6,15 @@ controller, wrong cluster id, usage errors)."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_cluster import Cluster, quorumctl, run
+from controller_cluster import BIN, Cluster, quorumctl, run
 
 from quorum.admin_client import AdminClient
 from quorum.gen import admin_pb2 as api
@@ -200,3 +202,37 @@ def test_elect_leaders_and_features(cluster: Cluster) -> None:
     assert levels["metadata.version"] == 1
     too_high = ctl(cluster, "features", "upgrade", "--feature", "metadata.version=99")
     assert too_high.returncode == 1 and "Traceback" not in too_high.stderr
+
+
+def test_bulk_create_shows_progress_on_a_terminal_and_is_quiet_when_piped(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    names = tmp_path / "topics.txt"
+    names.write_text("".join(f"bulk-{i}\n" for i in range(60)))
+    args = ["topics", "create", "--from-file", str(names), "--partitions", "1",
+            "--replication-factor", "1", "--bootstrap-controller",
+            ",".join(cluster.voter_addresses())]  # fmt: skip
+    piped = quorumctl(*args[:4], "bulk-extra", *args[4:])
+    assert piped.returncode == 0, piped.stderr
+    assert "creating topics" not in piped.stderr
+    names.write_text("".join(f"bulk-tty-{i}\n" for i in range(60)))
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(str(BIN / "quorumctl"), ["quorumctl", *args])
+    output = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0, output
+    assert b"creating topics" in output and b"100%" in output
+    listed = ctl(cluster, "topics", "list").stdout.splitlines()
+    assert sum(name.startswith("bulk-") for name in listed) == 121
