@@ -9,6 +9,7 @@ corruption anywhere else is an error naming the file and position.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,10 @@ from quorum.log.scan import scan_segment
 from quorum.log.segment import parse_log_file_name
 from quorum.raft.records import Batch, SnapshotId
 from snapshots.errors import SnapshotCorruptionError
-from snapshots.store import FileSnapshotStore
+from snapshots.manifest import SnapshotManifest
+from snapshots.naming import parse_snapshot_name, snapshot_name
+from snapshots.reader import read_manifest, read_snapshot
+from snapshots.records import Record
 
 PARTITION_DIR = "__cluster_metadata-0"
 SNAPSHOT_DIR = "snapshots"
@@ -81,9 +85,35 @@ def segments(directory: Path) -> Iterator[SegmentBatches]:
         yield SegmentBatches(path, batches, scan.torn_reason)
 
 
-def snapshot_store(directory: Path) -> FileSnapshotStore | None:
+class ReadOnlySnapshots:
+    """The snapshots of a directory, read without `FileSnapshotStore`, whose opening
+    tidies up (and would delete a live node's snapshot in progress)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def snapshot_ids(self) -> list[SnapshotId]:
+        ids = (parse_snapshot_name(name) for name in os.listdir(self.root))
+        return sorted((i for i in ids if i is not None), key=lambda i: (i.end_offset, i.epoch))
+
+    def manifest(self, snapshot_id: SnapshotId) -> SnapshotManifest:
+        manifest = read_manifest(self.root / snapshot_name(snapshot_id))
+        if manifest.snapshot_id != snapshot_id:
+            raise SnapshotCorruptionError(
+                self.root / snapshot_name(snapshot_id),
+                f"manifest names snapshot {manifest.snapshot_id}",
+            )
+        return manifest
+
+    def read(self, snapshot_id: SnapshotId) -> Iterator[Record]:
+        """Records in key order; the checksum is verified after the last one."""
+        self.manifest(snapshot_id)
+        return read_snapshot(self.root / snapshot_name(snapshot_id))
+
+
+def snapshot_store(directory: Path) -> ReadOnlySnapshots | None:
     path = directory / SNAPSHOT_DIR
-    return FileSnapshotStore(path) if path.is_dir() else None
+    return ReadOnlySnapshots(path) if path.is_dir() else None
 
 
 def image_at(directory: Path, at_offset: int | None) -> MetadataImage:

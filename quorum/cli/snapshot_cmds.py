@@ -9,12 +9,11 @@ import click
 from google.protobuf.json_format import MessageToDict
 
 from quorum.cli.bootstrap import render_json, render_table
-from quorum.cli.data_dir import OfflineError, partition_dir, snapshot_store
+from quorum.cli.data_dir import OfflineError, ReadOnlySnapshots, partition_dir, snapshot_store
 from quorum.cli.log_tools import dir_option, output_option, render_compact
 from quorum.controller.codec import decode, record_type
 from quorum.raft.records import SnapshotId
 from snapshots.errors import SnapshotCorruptionError
-from snapshots.store import FileSnapshotStore
 
 
 @click.group("snapshot")
@@ -28,14 +27,14 @@ def snapshot_group() -> None:
     """
 
 
-def _store(directory: Path) -> FileSnapshotStore:
+def _store(directory: Path) -> ReadOnlySnapshots:
     store = snapshot_store(partition_dir(directory))
     if store is None or not store.snapshot_ids():
         raise OfflineError(f"no snapshots under {directory}")
     return store
 
 
-def manifest_row(store: FileSnapshotStore, snapshot_id: SnapshotId) -> dict[str, Any]:
+def manifest_row(store: ReadOnlySnapshots, snapshot_id: SnapshotId) -> dict[str, Any]:
     m = store.manifest(snapshot_id)
     return {
         "EndOffset": snapshot_id.end_offset, "Epoch": snapshot_id.epoch,

@@ -111,6 +111,23 @@ def test_snapshot_list_and_inspect_agree_with_the_manifest(data_dir: tuple[Path,
     assert missing.returncode == 1 and "no snapshot 1-999" in missing.stderr
 
 
+def test_the_offline_tools_leave_a_live_nodes_files_alone(
+    data_dir: tuple[Path, int], tmp_path: Path
+) -> None:
+    """A snapshot being written by a running node (a .tmp- directory) survives."""
+    directory, _ = data_dir
+    copy = tmp_path / "live"
+    shutil.copytree(directory, copy)
+    in_progress = copy / "__cluster_metadata-0" / "snapshots" / ".tmp-in-progress"
+    in_progress.mkdir()
+    before = sorted(p.name for p in (copy / "__cluster_metadata-0").iterdir())
+    for command in (["snapshot", "list"], ["snapshot", "inspect"], ["log", "dump"]):
+        assert quorumctl(*command, "--dir", str(copy)).returncode == 0
+    piped_shell(copy, "ls /\n")
+    assert in_progress.is_dir()
+    assert sorted(p.name for p in (copy / "__cluster_metadata-0").iterdir()) == before
+
+
 def test_corruption_and_bad_directories_exit_1_with_a_clear_message(
     data_dir: tuple[Path, int], tmp_path: Path
 ) -> None:
