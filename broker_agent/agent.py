@@ -33,8 +33,8 @@ from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
+from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import Batch, SnapshotId
-from quorum.server.commit_clock import wall_clock_ms
 
 log = logging.getLogger("broker_agent")
 
@@ -48,6 +48,9 @@ METADATA_VERSION_RANGE = (1, 1)
 # A registration refused because the previous incarnation's session is still
 # alive is retried until the controller lets that session lapse.
 STATS_WINDOW = 100_000
+# Refusals that retrying cannot cure: another cluster, a malformed request, a
+# cache ahead of the controllers' log.
+FATAL_FETCH_ERRORS = {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
 REGISTER_RETRY = {"DUPLICATE_BROKER_REGISTRATION", "REQUEST_TIMED_OUT"}
 
 
@@ -265,9 +268,7 @@ class BrokerAgent:
                 self._set_state(FENCED)
             await self._register()
             return
-        if isinstance(err, AdminError) and name in ("INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST"):
-            raise err
-        if isinstance(err, AdminError) and name == "OFFSET_OUT_OF_RANGE":
+        if isinstance(err, AdminError) and name in FATAL_FETCH_ERRORS:
             raise err
         lost_s = time.monotonic() - self._last_ok
         if self.state == ONLINE and lost_s * 1000 >= self.config.session_timeout_ms:

@@ -34,7 +34,6 @@ A broker agent's file is told apart from a controller observer's (also
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +46,7 @@ from quorum.server.config import (
     IntSpec,
     host_port,
     integer,
+    known_properties,
     log_level,
     read_properties,
     url,
@@ -116,12 +116,7 @@ def load_broker_config(path: Path | str) -> BrokerConfig:
 
 
 def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
-    props = {k.strip(): v.strip() for k, v in props.items()}
-    for key in props:
-        if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(key, f"unknown property '{key}'{hint}")
+    props = known_properties(props, KEYS)
     node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
     if props.get("process.roles", "") != "broker":
         raise ConfigError("process.roles", "must be broker for a broker agent")

@@ -23,7 +23,7 @@ from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from quorum.admin_client import AdminError
 from quorum.log.errors import StorageError
-from quorum.server.commit_clock import wall_clock_ms
+from quorum.log.file_log import wall_clock_ms
 from quorum.server.config import ConfigError
 from quorum.server.meta_properties import StorageFormatError, check_directory
 from snapshots.errors import SnapshotCorruptionError

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker_agent.agent import STATE_NAMES, BrokerAgent
-from quorum.server.metrics import LATENCY_BUCKETS
+from quorum.server.metrics import LATENCY_BUCKETS, MetricsEndpoint
 
 
 class AgentCollector(Collector):
@@ -64,9 +64,9 @@ class AgentCollector(Collector):
         )  # fmt: skip
 
 
-class AgentMetrics:
+class AgentMetrics(MetricsEndpoint):
     def __init__(self, agent: BrokerAgent) -> None:
-        self.registry = CollectorRegistry()
+        super().__init__()
         self.registry.register(AgentCollector(agent))
         lag = Histogram(
             "quorum_broker_metadata_apply_lag_seconds",
@@ -82,16 +82,3 @@ class AgentMetrics:
         )
         agent.stats.on_apply_lag.append(lambda ms: lag.observe(max(0.0, ms) / 1000))
         agent.stats.on_fetch.append(fetch.observe)
-        self._server: object | None = None
-
-    def start(self, host: str, port: int) -> int:
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server = server
-        return int(server.server_port)
-
-    def stop(self) -> None:
-        server = self._server
-        if server is not None:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
-            self._server = None

@@ -7,7 +7,11 @@ from typing import Any
 import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+)
 from quorum.gen import admin_pb2 as api
 
 # Kafka's wire ids (see proto/admin.proto).
@@ -65,13 +69,6 @@ def binding_row(b: api.AclBinding) -> dict[str, Any]:
         "Operation": _name(OPERATIONS, b.operation),
         "Permission": _name(PERMISSIONS, b.permission_type),
     }
-
-
-def _print(rows: list[dict[str, Any]], output: str) -> None:
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
 
 
 @click.group("acls")
@@ -149,7 +146,7 @@ def add(
         message = item_error(r.error)
         if message:
             failures.append((f"acl {b.principal} {_name(OPERATIONS, b.operation)}", message))
-    _print([binding_row(b) for b in bindings], output)
+    print_rows([binding_row(b) for b in bindings], output)
     fail_on_item_errors(failures)
 
 
@@ -200,7 +197,7 @@ def list_acls(
         "DescribeAcls",
         api.DescribeAclsRequest(filter=_filter(pattern_type, topic, group, on_cluster, principal)),
     )
-    _print([binding_row(b) for b in reply.bindings], output)
+    print_rows([binding_row(b) for b in reply.bindings], output)
 
 
 @acls_group.command("remove")
@@ -235,4 +232,4 @@ def remove(
     message = item_error(result.error)
     if message:
         fail_on_item_errors([("acl filter", message)])
-    _print([binding_row(b) for b in result.matching], output)
+    print_rows([binding_row(b) for b in result.matching], output)

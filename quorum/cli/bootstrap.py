@@ -64,6 +64,14 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(line.rstrip() for line in lines)
 
 
+def print_rows(rows: Sequence[dict[str, Any]], output: str) -> None:
+    """Rows of one shape as a table (nothing when empty) or a JSON list."""
+    if output == "json":
+        click.echo(render_json(list(rows)))
+    elif rows:
+        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+
+
 def render_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=False)
 

@@ -7,7 +7,12 @@ from typing import Any
 import click
 
 from quorum.cli.admin_calls import call_admin
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+    render_json,
+)
 from quorum.gen import admin_pb2 as api
 
 
@@ -69,10 +74,7 @@ def list_brokers(bootstrap: str | None, cluster_id: str, output: str) -> None:
     """
     reply = describe_from_active(parse_bootstrap(bootstrap), cluster_id)
     rows = broker_rows(reply)
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+    print_rows(rows, output)
 
 
 @brokers_group.command("unregister")

@@ -5,7 +5,13 @@ from __future__ import annotations
 import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+    render_json,
+    render_table,
+)
 from quorum.gen import admin_pb2 as api
 
 ENTITY_TYPES = {"topics": api.TOPIC, "brokers": api.BROKER, "cluster": api.CLUSTER}
@@ -84,10 +90,7 @@ def describe(
         for c in result.configs
         if show_all or not c.is_default
     ]
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+    print_rows(rows, output)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:

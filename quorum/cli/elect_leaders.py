@@ -5,7 +5,11 @@ from __future__ import annotations
 import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+)
 from quorum.gen import admin_pb2 as api
 
 
@@ -56,8 +60,5 @@ def elect_leaders(
                 "Result": r.error.error_name or "ELECTED",
             }
         )
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+    print_rows(rows, output)
     fail_on_item_errors(failures)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+)
 from quorum.gen import admin_pb2 as api
 
 
@@ -33,12 +37,9 @@ def describe(bootstrap: str | None, cluster_id: str, output: str) -> None:
         parse_bootstrap(bootstrap), cluster_id, "DescribeCluster", api.DescribeClusterRequest()
     )
     rows = [{"Feature": f.name, "FinalizedVersionLevel": f.level} for f in reply.features]
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
-    else:
+    if output == "table" and not rows:
         click.echo("no finalized features")
+    print_rows(rows, output)
 
 
 @features_group.command("upgrade")
@@ -76,8 +77,4 @@ def upgrade(
         }
         for u in updates
     ]
-    click.echo(
-        render_json(rows)
-        if output == "json"
-        else render_table(list(rows[0]), [list(r.values()) for r in rows])
-    )
+    print_rows(rows, output)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from google.protobuf.json_format import MessageToDict
 
-from quorum.cli.bootstrap import render_json, render_table
+from quorum.cli.bootstrap import print_rows, render_json, render_table
 from quorum.cli.data_dir import OfflineError, ReadOnlySnapshots, partition_dir, snapshot_store
 from quorum.cli.log_tools import dir_option, output_option, render_compact
 from quorum.controller.codec import decode, record_type
@@ -55,10 +55,7 @@ def list_snapshots(directory: Path, output: str) -> None:
     """
     store = _store(directory)
     rows = [manifest_row(store, s) for s in store.snapshot_ids()]
-    if output == "json":
-        click.echo(render_json(rows))
-    else:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+    print_rows(rows, output)
 
 
 @snapshot_group.command("inspect")

@@ -9,7 +9,12 @@ from typing import Any
 import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
-from quorum.cli.bootstrap import connection_options, parse_bootstrap, render_json, render_table
+from quorum.cli.bootstrap import (
+    connection_options,
+    parse_bootstrap,
+    print_rows,
+    render_json,
+)
 from quorum.gen import admin_pb2 as api
 
 CREATE_BATCH = 50
@@ -139,7 +144,7 @@ def create(
         )
         if r.warning:
             click.echo(f"warning: {r.warning}", err=True)
-    _print_rows(rows, output)
+    print_rows(rows, output)
     fail_on_item_errors(failures)
 
 
@@ -176,7 +181,7 @@ def delete(
                     "Result": "absent" if message else "deleted",
                 }
             )
-    _print_rows(rows, output)
+    print_rows(rows, output)
     fail_on_item_errors(failures)
 
 
@@ -254,7 +259,7 @@ def describe(
             if unavailable_partitions and p.leader != -1:
                 continue
             rows.append(partition_row(t, p))
-    _print_rows(rows, output)
+    print_rows(rows, output)
     fail_on_item_errors(failures)
 
 
@@ -310,7 +315,7 @@ def alter(
     )
     failures = [(f"topic {r.name}", m) for r in reply.topics if (m := item_error(r.error))]
     fail_on_item_errors(failures)
-    _print_rows(
+    print_rows(
         [
             {
                 "Topic": topic,
@@ -320,10 +325,3 @@ def alter(
         ],
         output,
     )
-
-
-def _print_rows(rows: list[dict[str, Any]], output: str) -> None:
-    if output == "json":
-        click.echo(render_json(rows))
-    elif rows:
-        click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))

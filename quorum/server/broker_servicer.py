@@ -26,9 +26,9 @@ from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import SnapshotId
 from quorum.server.admin_servicer import AdminServicer, MetadataController
-from quorum.server.commit_clock import wall_clock_ms
 from quorum.server.errors import rich_status
 from snapshots.errors import SnapshotNotFoundError
 

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import time
 from collections.abc import Callable
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+from quorum.log.file_log import wall_clock_ms
 
 
 class CommitClock:

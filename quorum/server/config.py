@@ -269,12 +269,7 @@ def read_properties(path: Path) -> dict[str, str]:
 
 def parse_config(props: Mapping[str, str], source: Path | None = None) -> ControllerConfig:
     """Validate properties (as read from a file) into a `ControllerConfig`."""
-    props = {k.strip(): v.strip() for k, v in props.items()}
-    for key in props:
-        if key not in KNOWN_KEYS:
-            close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(key, f"unknown property '{key}'{hint}")
+    props = known_properties(props, KNOWN_KEYS)
 
     node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
     roles = _roles(props.get("process.roles", ""))
@@ -348,6 +343,18 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         log_level=level,
         source=source,
     )
+
+
+def known_properties(props: Mapping[str, str], known: tuple[str, ...]) -> dict[str, str]:
+    """Stripped keys and values; an unknown key is an error that suggests the
+    closest known one, since a misspelt timeout would silently keep its default."""
+    props = {k.strip(): v.strip() for k, v in props.items()}
+    for key in props:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(key, f"unknown property '{key}'{hint}")
+    return props
 
 
 def render_properties(props: Mapping[str, str], header: str | None = None) -> str:

@@ -173,15 +173,12 @@ class RaftCollector(Collector):
         yield lag_ms
 
 
-class MetricsServer:
+class MetricsEndpoint:
     """`/metrics` over HTTP on its own thread, one registry per process."""
 
-    def __init__(self, driver: RaftDriver) -> None:
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.registry.register(RaftCollector(driver))
-        driver.latencies = Histograms(self.registry)
         self._server: object | None = None
-        self.started_at = time.time()
 
     def start(self, host: str, port: int) -> int:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
@@ -194,3 +191,13 @@ class MetricsServer:
             server.shutdown()  # type: ignore[attr-defined]
             server.server_close()  # type: ignore[attr-defined]
             self._server = None
+
+
+class MetricsServer(MetricsEndpoint):
+    """A controller's endpoint: the Raft gauges and latency histograms."""
+
+    def __init__(self, driver: RaftDriver) -> None:
+        super().__init__()
+        self.registry.register(RaftCollector(driver))
+        driver.latencies = Histograms(self.registry)
+        self.started_at = time.time()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.controller.codec import noop
 from quorum.gen import raft_pb2 as pb
@@ -272,6 +273,21 @@ class Cluster:
                     result = await client.write([noop(payload)], deadline_s=15)
                     offsets.append(result.last_offset)
                 return offsets
+            finally:
+                await client.close()
+
+        return run(go())
+
+    def call(self, kind: str, method: str, request: Any, deadline_s: float = 30.0) -> Any:
+        """One admin (`kind="admin"`) or broker call; the active controller is asked
+        first, so a test reads its own writes and sees broker sessions."""
+        active = self.procs[self.wait_for_leader().leader_id].address
+        bootstrap = [active] + [a for a in self.voter_addresses() if a != active]
+
+        async def go() -> Any:
+            client = AdminClient(bootstrap, self.cluster_id)
+            try:
+                return await getattr(client, kind)(method, request, deadline_s=deadline_s)
             finally:
                 await client.close()
 

@@ -40,18 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def call(cluster: Cluster, kind: str, method: str, request: Any) -> Any:
-    """One call; reads go to the active controller first, so a test reads its writes."""
-    active = cluster.procs[cluster.wait_for_leader().leader_id].address
-    bootstrap = [active] + [a for a in cluster.voter_addresses() if a != active]
-
-    async def go() -> Any:
-        client = AdminClient(bootstrap, cluster.cluster_id)
-        try:
-            return await getattr(client, kind)(method, request)
-        finally:
-            await client.close()
-
-    return run(go())
+    return cluster.call(kind, method, request)
 
 
 def admin(cluster: Cluster, method: str, request: Any) -> Any:

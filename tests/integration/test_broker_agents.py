@@ -63,18 +63,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def call(cluster: Cluster, kind: str, method: str, request: Any) -> Any:
-    """Reads go to the active controller first: it alone knows broker sessions."""
-    active = cluster.procs[cluster.wait_for_leader().leader_id].address
-    bootstrap = [active] + [a for a in cluster.voter_addresses() if a != active]
-
-    async def go() -> Any:
-        client = AdminClient(bootstrap, cluster.cluster_id)
-        try:
-            return await getattr(client, kind)(method, request, deadline_s=20)
-        finally:
-            await client.close()
-
-    return run(go())
+    return cluster.call(kind, method, request, deadline_s=20)
 
 
 def brokers_view(cluster: Cluster) -> dict[int, api.BrokerDescription]:

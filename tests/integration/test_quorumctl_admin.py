@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_cluster import BIN, Cluster, quorumctl, run
+from controller_cluster import BIN, Cluster, quorumctl
 
-from quorum.admin_client import AdminClient
 from quorum.gen import admin_pb2 as api
 
 BROKERS = (21, 22, 23)
@@ -54,14 +53,7 @@ def ctl_json(cluster: Cluster, *args: str) -> Any:
 
 
 def admin(cluster: Cluster, method: str, request: Any) -> Any:
-    async def go() -> Any:
-        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
-        try:
-            return await client.admin(method, request)
-        finally:
-            await client.close()
-
-    return run(go())
+    return cluster.call("admin", method, request)
 
 
 def test_topics_create_list_describe_alter_delete(cluster: Cluster) -> None:
