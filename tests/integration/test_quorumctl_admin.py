@@ -122,6 +122,10 @@ def test_configs_describe_and_alter(cluster: Cluster) -> None:
     rows = ctl_json(cluster, "configs", "describe", "--entity-type", "topics",
                     "--entity-name", "orders")  # fmt: skip
     assert "retention.ms" not in {r["Name"] for r in rows}
+    every = ctl_json(cluster, "configs", "describe", "--entity-type", "topics",
+                     "--entity-name", "orders", "--all")  # fmt: skip
+    defaults = {r["Name"]: r["Source"] for r in every if r["Name"] not in {x["Name"] for x in rows}}
+    assert "retention.ms" in defaults and set(defaults.values()) == {"DEFAULT_CONFIG"}
     bad = ctl(cluster, "configs", "alter", "--entity-type", "topics", "--entity-name", "orders",
               "--add-config", "no.such.key=1")  # fmt: skip
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
@@ -145,6 +149,31 @@ def test_acls_add_list_remove(cluster: Cluster) -> None:
     assert len(removed) == 2
     assert ctl_json(cluster, "acls", "list", "--topic", "orders") == []
     assert ctl(cluster, "acls", "remove").returncode == 2  # refuses to remove everything
+    deny = ctl(cluster, "acls", "add", "--deny-principal", "User:mallory", "--operation", "write",
+               "--topic", "orders-", "--pattern-type", "prefixed")  # fmt: skip
+    assert deny.returncode == 0, deny.stderr
+    rows = ctl_json(cluster, "acls", "list", "--principal", "User:mallory")
+    assert [(r["PatternType"], r["Permission"], r["Operation"]) for r in rows] == [
+        ("PREFIXED", "DENY", "WRITE")
+    ]
+    assert len(ctl_json(cluster, "acls", "remove", "--principal", "User:mallory")) == 1
+
+
+def test_validate_only_and_explicit_replica_assignments(cluster: Cluster) -> None:
+    dry = ctl(cluster, "topics", "create", "dry", "--partitions", "2", "--validate-only")
+    assert dry.returncode == 0 and "valid" in dry.stdout, dry.stderr
+    assert "dry" not in ctl(cluster, "topics", "list").stdout.splitlines()
+    pinned = ctl(cluster, "topics", "create", "on-23", "--replica-assignment", "23,21")
+    assert pinned.returncode == 0, pinned.stderr
+    rows = ctl_json(cluster, "topics", "describe", "--topic", "on-23")
+    assert [r["Replicas"] for r in rows] == [[23], [21]]
+    bad = ctl(cluster, "topics", "create", "bad-pin", "--replica-assignment", "23:99")
+    assert bad.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in bad.stderr
+    both = ctl(cluster, "topics", "create", "x", "--replica-assignment", "21", "--partitions", "1")
+    assert both.returncode == 2
+    strict = ctl(cluster, "topics", "create", "strict", "--partitions", "2",
+                 "--replication-factor", "3", "--config", "min.insync.replicas=3")  # fmt: skip
+    assert strict.returncode == 0, strict.stderr
 
 
 def test_brokers_list_and_unregister(cluster: Cluster) -> None:
@@ -165,6 +194,27 @@ def test_brokers_list_and_unregister(cluster: Cluster) -> None:
     assert [r["Id"] for r in ctl_json(cluster, "brokers", "list")] == [21, 22]
 
 
+def test_describe_filters_match_the_admin_apis_flags(cluster: Cluster) -> None:
+    """Broker 23 is gone: on-23's partition 0 is offline, strict is under min ISR."""
+    truth = cluster.call("admin", "DescribeTopics", api.DescribeTopicsRequest())
+    flagged: dict[str, set[tuple[str, int]]] = {"under": set(), "min": set(), "offline": set()}
+    for t in truth.topics:
+        for p in t.partitions:
+            for key, on in (("under", p.under_replicated), ("min", p.under_min_isr),
+                            ("offline", p.leader == -1)):  # fmt: skip
+                if on:
+                    flagged[key].add((t.name, p.partition))
+    for flag, key in (("--under-replicated-partitions", "under"),
+                      ("--under-min-isr-partitions", "min"),
+                      ("--unavailable-partitions", "offline")):  # fmt: skip
+        rows = ctl_json(cluster, "topics", "describe", flag)
+        assert {(r["Topic"], r["Partition"]) for r in rows} == flagged[key], flag
+    assert ("on-23", 0) in flagged["offline"] and ("on-23", 1) not in flagged["offline"]
+    assert {("strict", 0), ("strict", 1)} <= flagged["min"]
+    table = ctl(cluster, "topics", "describe", "--unavailable-partitions")
+    assert "Offline" in table.stdout and "none" in table.stdout
+
+
 def test_elect_leaders_and_features(cluster: Cluster) -> None:
     # Broker 23 is gone (previous test): partitions it should lead cannot get it back.
     truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["orders"]))
@@ -178,7 +228,11 @@ def test_elect_leaders_and_features(cluster: Cluster) -> None:
             assert result == "PREFERRED_LEADER_NOT_AVAILABLE", rows
         else:
             assert result in ("ELECTED", "ELECTION_NOT_NEEDED"), rows
-    assert done.returncode == (1 if 23 in first.values() else 0), done.stderr
+    # on-23's partition 0 has only broker 23, so the run always reports a failure.
+    assert ("on-23", 0, "PREFERRED_LEADER_NOT_AVAILABLE") in {
+        (r["Topic"], r["Partition"], r["Result"]) for r in rows
+    }
+    assert done.returncode == 1 and "PREFERRED_LEADER_NOT_AVAILABLE" in done.stderr
     fine = min(p for p, b in first.items() if b != 23)
     again = ctl(cluster, "elect-leaders", "--election-type", "preferred", "--topic", "orders",
                 "--partition", str(fine))  # fmt: skip
