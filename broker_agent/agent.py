@@ -4,7 +4,8 @@
     ONLINE --no controller for broker.session.timeout.ms--> FENCED
     FENCED/ONLINE --SIGTERM/SIGINT--> STOPPING --controller says done--> OFFLINE
 
-Every MetadataFetch is a heartbeat. The agent follows NOT_CONTROLLER hints and
+Every MetadataFetch is a heartbeat; they go over one MetadataFetchStream call
+(see `AdminClient.metadata_fetch`). The agent follows NOT_CONTROLLER hints and
 moves across the configured controllers on failures (the admin client does
 that). A fetch answer either carries committed batches, which go to the local
 cache (apply, then one fsync) and to the apply trace, or names a snapshot to
@@ -244,7 +245,7 @@ class BrokerAgent:
     ) -> bpb.MetadataFetchResponse | None:
         """A parked fetch is abandoned when SIGTERM arrives, so STOPPING starts at once."""
         fetch = asyncio.ensure_future(
-            self.client.broker("MetadataFetch", request, deadline_s=self._request_deadline_s())
+            self.client.metadata_fetch(request, deadline_s=self._request_deadline_s())
         )
         if self.state == STOPPING:
             return await fetch  # type: ignore[no-any-return]
@@ -365,17 +366,17 @@ class BrokerAgent:
             return
         self._isr_checked_offset = image.applied_offset
         me = self.config.node_id
-        online = {
-            b.broker_id
-            for b in image.brokers.values()
-            if not b.fenced and not b.in_controlled_shutdown
-        }
+
+        def online(broker_id: int) -> bool:
+            broker = image.brokers.get(broker_id)
+            return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
         items = []
         for topic in image.topics_by_id.values():
             for pid, part in topic.partitions.items():
-                if part.leader != me:
+                if part.leader != me or len(part.isr) == len(part.replicas):
                     continue
-                missing = [r for r in part.replicas if r not in part.isr and r in online]
+                missing = [r for r in part.replicas if r not in part.isr and online(r)]
                 if missing:
                     new_isr = [r for r in part.replicas if r in part.isr or r in missing]
                     items.append(

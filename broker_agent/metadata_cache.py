@@ -59,6 +59,9 @@ class MetadataCache:
             self.image = MetadataImage()
             self.trigger = SnapshotTrigger(policy, now_ms)
             self.last_epoch = -1
+            latest = self.snapshots.latest()
+            # Kept here, not listed from the directory on every fetch.
+            self.snapshot_end_offset = latest.end_offset if latest else 0
             snapshot_id, batches = self.log.recover()
             if snapshot_id is not None:
                 self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
@@ -115,8 +118,7 @@ class MetadataCache:
 
     def snapshot_due(self, now_ms: int) -> SnapshotId | None:
         end = self.image.applied_offset
-        latest = self.snapshots.latest()
-        if end <= (latest.end_offset if latest else 0) or not self.trigger.due(now_ms):
+        if end <= self.snapshot_end_offset or not self.trigger.due(now_ms):
             return None
         return SnapshotId(end, self.last_epoch)
 
@@ -126,6 +128,7 @@ class MetadataCache:
     def write_snapshot(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> None:
         """Blocking (worker thread): write the snapshot, then move the log start."""
         self.snapshots.write(snapshot_id, records)
+        self.snapshot_end_offset = max(self.snapshot_end_offset, snapshot_id.end_offset)
         self.log.advance_start(snapshot_id)
         self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
 
@@ -137,6 +140,7 @@ class MetadataCache:
         self.log.reset_to_snapshot(snapshot_id)
         self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
         self.last_epoch = snapshot_id.epoch
+        self.snapshot_end_offset = max(self.snapshot_end_offset, snapshot_id.end_offset)
         self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from quorum.gen import admin_pb2_grpc as api_grpc
+from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
 from quorum.server.channels import open_channel
 from quorum.server.errors import WireError, wire_error
@@ -47,6 +48,8 @@ class AdminClient:
         self.cluster_id = cluster_id
         self._active: str | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
+        self._fetch_stream_address = ""
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
@@ -66,36 +69,97 @@ class AdminClient:
         tried: list[str] = []
         index = 0
         while time.monotonic() < give_up:
-            if self._active is not None:
-                address = self._active
-            else:
-                address = self.bootstrap[index % len(self.bootstrap)]
-                index += 1
-                if index % len(self.bootstrap) == 0:
-                    await asyncio.sleep(ROUND_PAUSE_S)
+            address, index = await self._pick(index)
             stub = stub_type(self._channel(address))
             try:
                 timeout = max(0.05, give_up - time.monotonic())
                 return await getattr(stub, method)(request, timeout=timeout)
             except grpc.aio.AioRpcError as err:
-                error = wire_error(err)
-                tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
-                name = error.error.name if error.error else ""
-                if name == "NOT_CONTROLLER":
-                    self._active = error.leader_address if error.leader_address != address else None
-                    if self._active is None:
-                        await asyncio.sleep(ROUND_PAUSE_S)
-                    continue
-                if error.error is None and err.code() in _MOVE_ON:
-                    self._active = None
-                    continue
-                raise AdminError(error) from err
+                await self._route(err, address, tried)
         raise NoControllerError(
             f"no active controller answered {method} within {deadline_s}s; tried "
             + ", ".join(tried[-len(self.bootstrap) :] or self.bootstrap)
         )
 
+    async def _route(self, err: grpc.aio.AioRpcError, address: str, tried: list[str]) -> None:
+        """After a failed call: pick where to try next, or raise what retrying cannot cure."""
+        error = wire_error(err)
+        tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
+        name = error.error.name if error.error else ""
+        if name == "NOT_CONTROLLER":
+            self._active = error.leader_address if error.leader_address != address else None
+            if self._active is None:
+                await asyncio.sleep(ROUND_PAUSE_S)
+            return
+        if error.error is None and err.code() in _MOVE_ON:
+            self._active = None
+            return
+        raise AdminError(error) from err
+
+    async def _pick(self, index: int) -> tuple[str, int]:
+        """The active controller when known, else the next bootstrap address (with a
+        short pause after each full round)."""
+        if self._active is not None:
+            return self._active, index
+        address = self.bootstrap[index % len(self.bootstrap)]
+        index += 1
+        if index % len(self.bootstrap) == 0:
+            await asyncio.sleep(ROUND_PAUSE_S)
+        return address, index
+
+    async def metadata_fetch(
+        self, request: bpb.MetadataFetchRequest, deadline_s: float = 30.0
+    ) -> bpb.MetadataFetchResponse:
+        """One MetadataFetch exchange over a MetadataFetchStream call kept open across
+        fetches. Any failure or cancellation drops the call, so an answer can never
+        be taken for the next request's; the next fetch opens a new one, routed like
+        any other call."""
+        if not request.cluster_id:
+            request.cluster_id = self.cluster_id
+        give_up = time.monotonic() + deadline_s
+        tried: list[str] = []
+        index = 0
+        while time.monotonic() < give_up:
+            if self._fetch_stream is None:
+                address, index = await self._pick(index)
+                stub = bpb_grpc.BrokerLifecycleStub(self._channel(address))
+                self._fetch_stream, self._fetch_stream_address = stub.MetadataFetchStream(), address
+            call, address = self._fetch_stream, self._fetch_stream_address
+            try:
+                await call.write(request)
+                timeout = max(0.05, give_up - time.monotonic())
+                response = await asyncio.wait_for(call.read(), timeout)
+            except grpc.aio.AioRpcError as err:
+                self._drop_fetch_stream()
+                await self._route(err, address, tried)
+                continue
+            except (TimeoutError, asyncio.InvalidStateError) as err:
+                # No answer in time, or the call ended while idle: try elsewhere.
+                self._drop_fetch_stream()
+                self._active = None
+                tried.append(f"{address}: {type(err).__name__}")
+                continue
+            except BaseException:
+                self._drop_fetch_stream()
+                raise
+            if response is grpc.aio.EOF:
+                self._drop_fetch_stream()
+                self._active = None
+                tried.append(f"{address}: stream ended")
+                continue
+            return response  # type: ignore[no-any-return]
+        raise NoControllerError(
+            f"no active controller answered MetadataFetch within {deadline_s}s; tried "
+            + ", ".join(tried[-len(self.bootstrap) :] or self.bootstrap)
+        )
+
+    def _drop_fetch_stream(self) -> None:
+        if self._fetch_stream is not None:
+            self._fetch_stream.cancel()
+            self._fetch_stream = None
+
     async def close(self) -> None:
+        self._drop_fetch_stream()
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()

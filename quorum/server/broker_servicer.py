@@ -1,6 +1,7 @@
 """The broker-facing calls: registration, heartbeats, and MetadataFetch (KIP-631).
 
-MetadataFetch is both a broker's heartbeat and how it pulls committed metadata.
+MetadataFetch is both a broker's heartbeat and how it pulls committed metadata;
+MetadataFetchStream is the same exchange, request by request, over one call.
 Only the active controller answers (others say NOT_CONTROLLER with its address,
 as for admin writes). A heartbeat that changes nothing about the broker is
 answered without the write queue; one that must fence, unfence or move the
@@ -16,6 +17,7 @@ broker into controlled shutdown goes through it like any write. Then:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -80,6 +82,17 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
             await context.abort_with_status(self.c.not_controller(err.leader_id))
 
     async def MetadataFetch(self, request: bpb.MetadataFetchRequest, context: Any) -> Any:
+        return await self._fetch(request, context)
+
+    async def MetadataFetchStream(
+        self, requests: AsyncIterator[bpb.MetadataFetchRequest], context: Any
+    ) -> AsyncIterator[bpb.MetadataFetchResponse]:
+        async for request in requests:
+            yield await self._fetch(request, context)
+
+    async def _fetch(
+        self, request: bpb.MetadataFetchRequest, context: Any
+    ) -> bpb.MetadataFetchResponse:
         received_ms = wall_clock_ms()
         c = self.c
         problems = [

@@ -25,7 +25,8 @@ class CommitClock:
         self._clock_ms = clock_ms
         self._high_watermarks: list[int] = []
         self._times: list[int] = []
-        self._moved = asyncio.Event()
+        # One future per parked fetch; a timer handle, not a task, bounds each wait.
+        self._waiters: list[asyncio.Future[bool]] = []
 
     def on_commit(self, high_watermark: int) -> None:
         """Driver callback: the high watermark is now `high_watermark`."""
@@ -36,8 +37,10 @@ class CommitClock:
         if len(self._high_watermarks) > 2 * self._capacity:
             del self._high_watermarks[: self._capacity]
             del self._times[: self._capacity]
-        moved, self._moved = self._moved, asyncio.Event()
-        moved.set()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
 
     def commit_time_ms(self, last_offset: int) -> int:
         """When the high watermark first passed `last_offset`; 0 when not seen here.
@@ -51,8 +54,18 @@ class CommitClock:
 
     async def wait(self, timeout_s: float) -> bool:
         """Until the high watermark moves or `timeout_s` passes; True if it moved."""
-        try:
-            await asyncio.wait_for(self._moved.wait(), timeout_s)
-        except TimeoutError:
+        if timeout_s <= 0:
             return False
-        return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout_s, _time_out, waiter)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+
+
+def _time_out(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

@@ -21,12 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from controller_cluster import BIN, Cluster, run
 
 from quorum.admin_client import AdminClient, AdminError
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
+from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.server.errors import wire_error
 
 BROKERS = (11, 12, 13)
 SESSION_MS = 3000
@@ -298,6 +301,56 @@ def test_bad_metadata_fetches_get_their_error_codes_and_change_nothing(
     assert caught.value.name == "DUPLICATE_BROKER_REGISTRATION"
     after = cluster.describe(cluster.wait_for_leader().leader_id)
     assert after.image_digest == before.image_digest
+
+
+def test_the_fetch_stream_answers_each_request_in_order_and_refuses_with_the_same_codes(
+    cluster: Cluster,
+) -> None:
+    """MetadataFetchStream: one call, one answer per request in order; a refusal
+    ends the call with the unary call's error code; a standby says NOT_CONTROLLER."""
+    epoch = brokers_view(cluster)[11].broker_epoch
+    view = cluster.wait_for_leader()
+    active = cluster.procs[view.leader_id].address
+    standby = next(p.address for i, p in cluster.procs.items() if i != view.leader_id)
+    start, hw = view.log_start_offset, view.high_watermark
+
+    def request(**fields: Any) -> bpb.MetadataFetchRequest:
+        return bpb.MetadataFetchRequest(
+            cluster_id=cluster.cluster_id, broker_id=11, broker_epoch=epoch,
+            current_state=bpb.ONLINE, max_records=1, **fields)  # fmt: skip
+
+    async def exchanges() -> tuple[list[Any], str, str]:
+        channel, standby_channel = (grpc.aio.insecure_channel(a) for a in (active, standby))
+        try:
+            call = bpb_grpc.BrokerLifecycleStub(channel).MetadataFetchStream()
+            answers = []
+            for offset in (start, start + 1, start + 2):
+                await call.write(request(fetch_offset=offset))
+                answers.append(await call.read())
+            await call.write(request(fetch_offset=hw + 10**9))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            refusal = wire_error(caught.value)
+            standby_call = bpb_grpc.BrokerLifecycleStub(standby_channel).MetadataFetchStream()
+            await standby_call.write(request(fetch_offset=start))
+            with pytest.raises(grpc.aio.AioRpcError) as redirected:
+                await standby_call.read()
+            hint = wire_error(redirected.value)
+            assert hint.leader_address == active
+            assert refusal.error is not None and hint.error is not None
+            return answers, refusal.error.name, hint.error.name
+        finally:
+            await channel.close()
+            await standby_channel.close()
+
+    before = cluster.describe(view.leader_id).image_digest
+    answers, refusal, redirect = run(exchanges())
+    firsts = [a.batches[0].base_offset for a in answers]
+    assert firsts == [start, start + 1, start + 2], answers
+    assert all(a.batches[0].records for a in answers)
+    assert refusal == "OFFSET_OUT_OF_RANGE"
+    assert redirect == "NOT_CONTROLLER"
+    assert cluster.describe(view.leader_id).image_digest == before
 
 
 def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
