@@ -1,7 +1,7 @@
 """A million partitions through the admin API on a real three-controller quorum.
 
 Starts three `quorum-controller` processes (default settings), registers three
-brokers and heartbeats them unfenced, then creates `--topics` topics of
+brokers and keeps them heartbeating (unfenced, as live brokers), then creates `--topics` topics of
 `--partitions` partitions at replication factor 3 with CreateTopics requests of
 `--topics-per-request` topics, keeping `--in-flight` requests outstanding. Then:
 
@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,6 +45,7 @@ from quorum.gen import admin_pb2, admin_pb2_grpc, broker_pb2, broker_pb2_grpc
 from quorum.server.channels import open_channel
 
 BROKERS = 3
+HEARTBEAT_S = 1.0
 
 
 def emit(**fields: Any) -> None:
@@ -80,7 +85,8 @@ async def describe(system: QuorumSystem, address: str | None = None) -> Any:
         await client.close()
 
 
-async def register_brokers(system: QuorumSystem, leader_address: str) -> None:
+async def register_brokers(system: QuorumSystem, leader_address: str) -> dict[int, int]:
+    """Register the brokers and heartbeat them until unfenced; their epochs."""
     stub = broker_pb2_grpc.BrokerLifecycleStub(open_channel(leader_address))
     epochs = {}
     for broker in range(1, BROKERS + 1):
@@ -102,22 +108,54 @@ async def register_brokers(system: QuorumSystem, leader_address: str) -> None:
         epochs[broker] = reply.broker_epoch
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        view = await describe(system)
-        fenced = 0
-        for broker, epoch in epochs.items():
-            beat = await stub.BrokerHeartbeat(
-                broker_pb2.BrokerHeartbeatRequest(
-                    cluster_id=system.cluster_id,
-                    broker_id=broker,
-                    broker_epoch=epoch,
-                    current_metadata_offset=view.high_watermark,
-                )
-            )
-            fenced += beat.is_fenced
-        if not fenced:
-            return
+        offset = (await describe(system)).high_watermark
+        if not await heartbeat_all(system, stub, epochs, offset):
+            return epochs
         await asyncio.sleep(0.1)
     raise RuntimeError("brokers stayed fenced")
+
+
+async def heartbeat_all(
+    system: QuorumSystem, stub: Any, epochs: dict[int, int], offset: int
+) -> int:
+    """One heartbeat per broker; how many are still fenced."""
+    fenced = 0
+    for broker, epoch in epochs.items():
+        beat = await stub.BrokerHeartbeat(
+            broker_pb2.BrokerHeartbeatRequest(
+                cluster_id=system.cluster_id,
+                broker_id=broker,
+                broker_epoch=epoch,
+                current_metadata_offset=offset,
+            ),
+            timeout=10,
+        )
+        fenced += beat.is_fenced
+    return fenced
+
+
+class Heartbeats:
+    """Keeps the brokers' sessions alive for the whole run, as live brokers would
+    (a broker silent for `broker.session.timeout.ms` is fenced, and fencing the
+    only three brokers would move every partition's leadership)."""
+
+    def __init__(self, system: QuorumSystem, leader_address: str, epochs: dict[int, int]):
+        self.stop_event = threading.Event()
+
+        async def beat() -> None:
+            stub = broker_pb2_grpc.BrokerLifecycleStub(open_channel(leader_address))
+            offset = max(epochs.values()) + 1  # past every registration: caught up
+            while not self.stop_event.is_set():
+                with contextlib.suppress(grpc.RpcError):
+                    await heartbeat_all(system, stub, epochs, offset)
+                await asyncio.sleep(HEARTBEAT_S)
+
+        self.thread = threading.Thread(target=lambda: asyncio.run(beat()), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=30)
 
 
 async def create_all(
@@ -165,7 +203,8 @@ def run(args: argparse.Namespace, root: Path) -> None:
     try:
         leader = system.leader()
         leader_address = system.addresses()[leader - 1]
-        asyncio.run(register_brokers(system, leader_address))
+        epochs = asyncio.run(register_brokers(system, leader_address))
+        heartbeats = Heartbeats(system, leader_address, epochs)
         say(f"== creating {args.topics} topics x {args.partitions} partitions x RF 3")
         seconds, created = asyncio.run(create_all(system, leader_address, args))
         partitions = created * args.partitions
@@ -207,6 +246,7 @@ def run(args: argparse.Namespace, root: Path) -> None:
             applied_offset=target,
             **params,
         )
+        heartbeats.stop()
     finally:
         system.stop()
 

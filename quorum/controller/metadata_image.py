@@ -60,6 +60,10 @@ class PartitionState:
     partition_epoch: int
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
+    # Its snapshot record, encoded by the first snapshot that meets this state and
+    # kept, so a later snapshot encodes only the partitions that changed since
+    # (not an __init__ argument, so `dataclasses.replace` starts it afresh).
+    snapshot_value: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(slots=True)
@@ -486,10 +490,14 @@ def _encode_view(
         yield _feature_key(name), encode(_feature_record(name, level))
     for broker in brokers:
         yield _broker_key(broker.broker_id), encode(_broker_record(broker))
-    for topic, partitions in topics:
+    # Key order (topics, then partitions by topic id and partition id), so that
+    # sorting the snapshot's records is one pass.
+    topics.sort(key=lambda entry: entry[0].topic_id)
+    for topic, _ in topics:
         yield _topic_key(topic.topic_id), encode(_topic_record(topic))
-        for pid, part in partitions.items():
-            yield _partition_key(topic.topic_id, pid), encode(_partition_record(topic, pid, part))
+    for topic, partitions in topics:
+        for pid in sorted(partitions):
+            yield _partition_key(topic.topic_id, pid), _partition_value(topic, pid, partitions[pid])
     for (rtype, rname), entries in configs:
         for key, value in entries.items():
             record = _config_record(rtype, rname, key, value)
@@ -565,6 +573,16 @@ def _broker_record(b: BrokerRegistration) -> md.MetadataRecord:
 
 def _topic_record(t: TopicImage) -> md.MetadataRecord:
     return wrap(topic=md.TopicRecord(name=t.name, topic_id=t.topic_id))
+
+
+def _partition_value(t: TopicImage, pid: int, p: PartitionState) -> bytes:
+    """The encoded snapshot record of an (immutable) partition state, memoised on
+    it. Safe from a worker thread: a race only encodes the same bytes twice."""
+    value = p.snapshot_value
+    if value is None:
+        value = encode(_partition_record(t, pid, p))
+        object.__setattr__(p, "snapshot_value", value)
+    return value
 
 
 def _partition_record(t: TopicImage, pid: int, p: PartitionState) -> md.MetadataRecord:

@@ -203,6 +203,40 @@ def test_a_snapshot_plus_the_tail_equals_the_whole_log(
 
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(histories(), st.data())
+def test_snapshots_taken_along_the_way_do_not_change_later_snapshots(
+    records: list[md.MetadataRecord], data: st.DataObject
+) -> None:
+    """Snapshot records of partitions are memoised on their immutable states: a
+    state replaced after a snapshot must be encoded afresh, never reused."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(records)), max_size=4)))
+    busy, fresh = MetadataImage(), MetadataImage()
+    done = 0
+    for cut in [*cuts, len(records)]:
+        apply_all(busy, records[done:cut], start=done)
+        done = cut
+        taken = list(busy.snapshot_records())
+        partition_keys = [k for k, _ in taken if k.startswith(b"21/")]
+        assert partition_keys == sorted(partition_keys)  # sorting them is one pass
+    apply_all(fresh, records)
+    assert sorted(busy.snapshot_records()) == sorted(fresh.snapshot_records())
+    assert busy.digest() == fresh.digest()
+    # Each partition's snapshot record says what the image holds now.
+    for key, value in busy.snapshot_records():
+        if key.startswith(b"21/"):
+            r = decode(value, 0).partition
+            state = busy.partition(r.topic_id, r.partition_id)
+            assert state is not None
+            assert (tuple(r.replicas), tuple(r.isr), r.leader, r.leader_epoch) == (
+                state.replicas,
+                state.isr,
+                state.leader,
+                state.leader_epoch,
+            )
+            assert r.partition_epoch == state.partition_epoch
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(histories(), st.data())
 def test_changes_since_an_offset_bring_an_old_image_up_to_date(
     records: list[md.MetadataRecord], data: st.DataObject
 ) -> None:
