@@ -58,6 +58,7 @@ class MetadataCache:
             self.snapshots = FileSnapshotStore(self.directory / SNAPSHOT_DIR)
             self.image = MetadataImage()
             self.trigger = SnapshotTrigger(policy, now_ms)
+            self._covered_bytes = 0  # counted when the snapshot being written was captured
             self.last_epoch = -1
             latest = self.snapshots.latest()
             # Kept here, not listed from the directory on every fetch.
@@ -123,6 +124,7 @@ class MetadataCache:
         return SnapshotId(end, self.last_epoch)
 
     def capture(self) -> Iterable[Record]:
+        self._covered_bytes = self.trigger.new_record_bytes
         return self.image.snapshot_records()
 
     def write_snapshot(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> None:
@@ -133,7 +135,7 @@ class MetadataCache:
         self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
 
     def snapshot_written(self, now_ms: int) -> None:
-        self.trigger.on_snapshot_taken(now_ms)
+        self.trigger.on_snapshot_taken(now_ms, self._covered_bytes)
 
     def install(self, snapshot_id: SnapshotId) -> None:
         """A snapshot received from the controller is published: start over from it."""

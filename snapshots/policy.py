@@ -57,6 +57,10 @@ class SnapshotTrigger:
     def due(self, now_ms: int) -> bool:
         return self.policy.is_due(self.new_record_bytes, self.last_snapshot_ms, now_ms)
 
-    def on_snapshot_taken(self, now_ms: int) -> None:
-        self.new_record_bytes = 0
+    def on_snapshot_taken(self, now_ms: int, covered_bytes: int) -> None:
+        """A snapshot captured when `covered_bytes` had been counted is written.
+        Records committed while it was written are not in it: they still count
+        toward the next one (else the last writes before a quiet spell would
+        never be snapshotted)."""
+        self.new_record_bytes = max(0, self.new_record_bytes - covered_bytes)
         self.last_snapshot_ms = now_ms

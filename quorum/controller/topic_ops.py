@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Iterable
+from itertools import chain
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
@@ -78,12 +79,17 @@ def usable_brokers(image: MetadataImage) -> list[BrokerInfo]:
 def partition_records(
     image: MetadataImage, topic_id: str, first: int, assignment: list[tuple[int, ...]]
 ) -> Records:
-    ok = acceptable_leader(image)
+    usable = {b.broker_id for b in usable_brokers(image)}
     out = []
     for i, replicas in enumerate(assignment, start=first):
-        live = tuple(r for r in replicas if ok(r))
-        election = elect_leader(replicas, live, ok, unclean_allowed=False)
-        isr = live if live else replicas
+        if usable.issuperset(replicas):
+            # The usual case (placement picks usable brokers): all in sync, and
+            # the election's answer is the first replica.
+            isr, leader = replicas, replicas[0]
+        else:
+            live = tuple(r for r in replicas if r in usable)
+            leader = elect_leader(replicas, live, usable.__contains__, False).leader
+            isr = live if live else replicas
         out.append(
             wrap(
                 partition=md.PartitionRecord(
@@ -91,7 +97,7 @@ def partition_records(
                     topic_id=topic_id,
                     replicas=replicas,
                     isr=isr,
-                    leader=election.leader,
+                    leader=leader,
                     leader_epoch=0,
                     partition_epoch=0,
                 )
@@ -163,7 +169,7 @@ def build_create_topics(
         result.error.CopyFrom(OK)
         result.num_partitions = len(assignment)
         result.replication_factor = factor
-        result.warning = collision_warning(item.name, [*image.topics_by_name, *created])
+        result.warning = collision_warning(item.name, chain(image.topics_by_name, created))
         created.append(item.name)
         for key, value in sorted(configs.items()):
             result.configs.add(name=key, value=value, source=api.DYNAMIC_TOPIC_CONFIG)

@@ -51,6 +51,7 @@ class ReplicatedState:
         self.trigger = SnapshotTrigger(policy, now_ms)
         self.stats = SnapshotStats()
         self.snapshot_running = False
+        self._covered_bytes = 0  # new record bytes counted when the running one was captured
         latest = store.latest()
         if latest is not None:
             self._note_snapshot(latest)
@@ -100,6 +101,7 @@ class ReplicatedState:
     def capture(self) -> Iterable[Record]:
         """The image as it is now (the state machine copies what it must on the
         loop, so later applies cannot leak in; encoding may happen later)."""
+        self._covered_bytes = self.trigger.new_record_bytes
         return self.image.snapshot_records()
 
     def write_snapshot(
@@ -110,7 +112,7 @@ class ReplicatedState:
         return self.store.retain_latest(self.retain_count)
 
     def snapshot_written(self, snapshot_id: SnapshotId, now_ms: int) -> None:
-        self.trigger.on_snapshot_taken(now_ms)
+        self.trigger.on_snapshot_taken(now_ms, self._covered_bytes)
         self.stats.taken += 1
         self._note_snapshot(snapshot_id)
 

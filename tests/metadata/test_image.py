@@ -292,3 +292,23 @@ def test_auto_rebalance_moves_leadership_back_only_past_the_threshold() -> None:
     )
     image.apply(image.applied_offset, encode(off))
     assert build_rebalance(image) == []
+
+
+def test_a_partition_records_own_encoding_is_its_snapshot_record_unless_it_has_unknown_fields() -> (
+    None
+):
+    from quorum.controller.metadata_image import _partition_record
+    from quorum.controller.topic_ops import partition_records
+
+    image = MetadataImage()
+    apply_all(image, [register(1), register(2), register(3), topic("t", "T")])
+    created = partition_records(image, "T", 0, [(1, 2, 3), (2, 3, 1)])
+    odd = encode(created[1]) + b"\xf8\x07\x01"  # field 127: unknown to this version
+    image.apply(4, encode(created[0]))
+    image.apply(5, odd)
+    topic_image = image.topics_by_id["T"]
+    adopted, refused = topic_image.partitions[0], topic_image.partitions[1]
+    assert adopted.snapshot_value == encode(_partition_record(topic_image, 0, adopted))
+    assert refused.snapshot_value is None
+    values = dict(image.snapshot_records())
+    assert values[b"21/T/%010d" % 1] == encode(_partition_record(topic_image, 1, refused))

@@ -293,6 +293,21 @@ def test_trigger_counts_committed_bytes_since_the_last_snapshot() -> None:
     assert not trigger.due(now_ms=5)
     trigger.on_committed([b"y" * 30, b"z" * 10])
     assert trigger.due(now_ms=5)
-    trigger.on_snapshot_taken(now_ms=6)
+    covered = trigger.new_record_bytes
+    trigger.on_committed([b"w" * 7])  # committed while the snapshot is written
+    trigger.on_snapshot_taken(now_ms=6, covered_bytes=covered)
     assert not trigger.due(now_ms=7)
-    assert trigger.new_record_bytes == 0
+    assert trigger.new_record_bytes == 7  # not in that snapshot: counts for the next
+
+
+def test_writes_during_a_snapshot_make_the_next_one_due_on_a_quiet_log() -> None:
+    """The last writes before a quiet spell landed while a snapshot was being
+    written: the interval must still bring a snapshot that covers them."""
+    trigger = SnapshotTrigger(SnapshotPolicy(1 << 20, 500), now_ms=0)
+    trigger.on_committed([b"a" * 10])
+    assert trigger.due(now_ms=600)
+    covered = trigger.new_record_bytes
+    trigger.on_committed([b"b" * 10])
+    trigger.on_snapshot_taken(now_ms=700, covered_bytes=covered)
+    assert not trigger.due(now_ms=1000)
+    assert trigger.due(now_ms=1200)
