@@ -20,6 +20,8 @@ import google_crc32c
 
 Record = tuple[bytes, bytes]
 _LENGTH = struct.Struct(">I")
+_SHORT = 4096
+_SHORT_LENGTHS = [_LENGTH.pack(n) for n in range(_SHORT)]  # most keys and values: no pack call
 
 
 def sorted_records(records: Iterable[Record]) -> list[Record]:
@@ -35,10 +37,12 @@ def sorted_records(records: Iterable[Record]) -> list[Record]:
 
 
 def frame_records(records: Sequence[Record]) -> bytes:
-    pack = _LENGTH.pack
+    pack, short = _LENGTH.pack, _SHORT_LENGTHS
     parts: list[bytes] = []
+    add = parts.extend
     for key, value in records:
-        parts += (pack(len(key)), key, pack(len(value)), value)
+        k, v = len(key), len(value)
+        add((short[k] if k < _SHORT else pack(k), key, short[v] if v < _SHORT else pack(v), value))
     return b"".join(parts)
 
 

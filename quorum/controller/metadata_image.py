@@ -126,6 +126,8 @@ class MetadataImage:
         self.partition_count = 0
         # One tuple per distinct replica list: a million partitions share a few.
         self._ids: dict[tuple[int, ...], tuple[int, ...]] = {}
+        # encoded record -> (the record, its partition state if a PartitionRecord)
+        self._prepared: dict[bytes, tuple[md.MetadataRecord, PartitionState | None]] = {}
         self._digest: str | None = None
         self._changed: dict[bytes, int] = {}  # key -> offset, oldest change first
         # removed key -> (its removal record, the offset it was created at; -1: earlier)
@@ -142,10 +144,41 @@ class MetadataImage:
     def apply(self, offset: int, record: bytes) -> None:
         if offset < self._applied_offset:
             return
-        decoded = decode(record, offset)
-        self.apply_record(decoded, offset)
-        if decoded.WhichOneof("record") == "partition":
-            self._adopt_encoding(decoded)
+        prepared = self._prepared.pop(record, None) if self._prepared else None
+        if prepared is None:
+            decoded = decode(record, offset)
+            self.apply_record(decoded, offset)
+            if decoded.WhichOneof("record") == "partition":
+                self._adopt_encoding(decoded)
+            return
+        decoded, state = prepared
+        if state is None:
+            self.apply_record(decoded, offset)
+            return
+        r = decoded.partition
+        self._put_partition(r, offset, state)
+        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+        self._applied_offset = offset + 1
+        self._digest = None
+
+    def prepare(self, records: Sequence[md.MetadataRecord], data: Sequence[bytes]) -> None:
+        """The active controller, while its write replicates: keep the records it
+        built (no decoding them back at commit) and build the states of their
+        partitions, so that applying them is little more than dict stores. Keyed
+        by the encoded record; `apply` takes an entry only for those exact bytes.
+        A partition state depends on nothing but its record, so building it
+        early cannot differ from building it at commit. The records are this
+        version's own, so their encoding is also their snapshot record."""
+        for record, raw in zip(records, data, strict=True):
+            state = None
+            if record.WhichOneof("record") == "partition":
+                state = self._partition_state(record.partition)
+                state.snapshot_value = raw
+            self._prepared[raw] = (record, state)
+
+    def forget_prepared(self) -> None:
+        """After the write committed (all taken) or failed (none will be)."""
+        self._prepared.clear()
 
     def _adopt_encoding(self, decoded: md.MetadataRecord) -> None:
         """A PartitionRecord at this version that carries nothing this version does
@@ -160,7 +193,7 @@ class MetadataImage:
         ):
             return
         state = self.topics_by_id[r.topic_id].partitions[r.partition_id]
-        object.__setattr__(state, "snapshot_value", decoded.SerializeToString())
+        state.snapshot_value = decoded.SerializeToString()
 
     def apply_record(self, record: md.MetadataRecord, offset: int) -> None:
         kind = record.WhichOneof("record")
@@ -176,8 +209,13 @@ class MetadataImage:
 
     def load_snapshot(self, records: Iterable[Record], end_offset: int) -> None:
         self._reset(0)
+        at = end_offset - 1
         for _key, value in records:
-            self.apply_record(decode(value, end_offset - 1), end_offset - 1)
+            record = decode(value, at)
+            if record.WhichOneof("record") == "partition":
+                self._put_partition(record.partition, at)
+            else:
+                self.apply_record(record, at)
         self._changed.clear()
         self._removed.clear()
         self._born.clear()
@@ -382,20 +420,32 @@ class MetadataImage:
 
     def _partition(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.partition
-        topic = self._known_topic(r.topic_id, offset)
-        if r.partition_id not in topic.partitions:
+        self._put_partition(r, offset)
+        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+
+    def _put_partition(
+        self, r: md.PartitionRecord, offset: int, state: PartitionState | None = None
+    ) -> None:
+        """A PartitionRecord's state, without change tracking: a snapshot's
+        records (the bulk of a large image) are loaded with this directly, since
+        a loaded image tracks changes from its end offset only."""
+        partitions = self._known_topic(r.topic_id, offset).partitions
+        if r.partition_id not in partitions:
             self.partition_count += 1
+        partitions[r.partition_id] = state or self._partition_state(r)
+
+    def _partition_state(self, r: md.PartitionRecord) -> PartitionState:
         ids = self._interned_ids
-        topic.partitions[r.partition_id] = PartitionState(
+        removing, adding = r.removing_replicas, r.adding_replicas
+        return PartitionState(
             ids(r.replicas),
             ids(r.isr),
             r.leader,
             r.leader_epoch,
             r.partition_epoch,
-            ids(r.removing_replicas),
-            ids(r.adding_replicas),
+            ids(removing) if len(removing) else (),
+            ids(adding) if len(adding) else (),
         )
-        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
 
     def _interned_ids(self, repeated: Sequence[int]) -> tuple[int, ...]:
         ids = tuple(repeated[:])  # slicing first: twice as fast as iterating upb's container
@@ -527,8 +577,10 @@ def _encode_view(
         yield _topic_key(topic.topic_id), encode(_topic_record(topic))
     for topic, partitions in topics:
         prefix = _partition_key_prefix(topic.topic_id)
-        for pid in sorted(partitions):
-            yield prefix + b"%010d" % pid, _partition_value(topic, pid, partitions[pid])
+        yield from [
+            (prefix + b"%010d" % pid, _partition_value(topic, pid, partitions[pid]))
+            for pid in sorted(partitions)
+        ]
     for (rtype, rname), entries in configs:
         for key, value in entries.items():
             record = _config_record(rtype, rname, key, value)

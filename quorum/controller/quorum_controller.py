@@ -25,6 +25,8 @@ from quorum.gen import metadata_pb2 as md
 
 T = TypeVar("T")
 
+PREPARE_CHUNK = 1000
+
 Build = Callable[[], tuple[list[md.MetadataRecord], T]]
 
 
@@ -72,10 +74,30 @@ class WriteQueue:
             await self.wait_active(wait_ready_s)
             records, result = build()
             if records:
-                await self._propose([encode(r) for r in records])
+                await self._propose_and_prepare(records)
             for observe in self.on_timing:
                 observe(started - enqueued, time.monotonic() - started)
             return result
+
+    async def _propose_and_prepare(self, records: list[md.MetadataRecord]) -> None:
+        """Propose, then prepare the image for applying these records while they
+        replicate (`MetadataImage.prepare`), in chunks so the loop keeps serving;
+        the apply at commit then takes the prepared entries."""
+        data = [encode(r) for r in records]
+        proposal = asyncio.ensure_future(self._propose(data))
+        try:
+            await asyncio.sleep(0)  # the proposal is appended and on its way first
+            for start in range(0, len(records), PREPARE_CHUNK):
+                if proposal.done():
+                    break
+                end = start + PREPARE_CHUNK
+                self.image.prepare(records[start:end], data[start:end])
+                await asyncio.sleep(0)
+            await proposal
+        finally:
+            if not proposal.done():
+                proposal.cancel()
+            self.image.forget_prepared()
 
     async def wait_active(self, wait_s: float = 2.0) -> None:
         """A leader that has just won needs a moment to commit its own epoch."""

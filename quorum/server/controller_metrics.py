@@ -5,10 +5,10 @@ FencedBrokerCount, ActiveBrokerCount, EventQueueTimeMs, EventQueueProcessingTime
 LastAppliedRecordOffset, LastCommittedRecordOffset, MetadataErrorCount).
 
 Counts that need a walk over every partition are refreshed on the event loop
-every few seconds, and only when the image has moved, so a scrape (on the HTTP
-thread) never iterates structures the loop is changing. The walk yields to the
-loop every `WALK_CHUNK_TOPICS` topics: with a million partitions one walk takes
-seconds, longer than a follower waits for its leader.
+every few seconds (less often when a walk is long), and only when the image has
+moved, so a scrape (on the HTTP thread) never iterates structures the loop is
+changing. The walk yields to the loop every `WALK_CHUNK_TOPICS` topics: with a
+million partitions one walk takes seconds, longer than a follower waits for its leader.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from quorum.server.admin_servicer import MetadataController
 from quorum.server.metrics import LATENCY_BUCKETS
 
 REFRESH_S = 5.0
+WALK_DUTY_FACTOR = 20
 WALK_CHUNK_TOPICS = 100
 
 
@@ -81,10 +82,17 @@ class ControllerCollector(Collector):
         )
 
     async def refresh_forever(self) -> None:
+        """Every `REFRESH_S`, or rarer when a walk is long: the walks take at most
+        1/`WALK_DUTY_FACTOR` of the loop (a million partitions take most of a
+        second to walk, which the controller's writes and applies need more)."""
+        loop = asyncio.get_running_loop()
         while True:
+            took = 0.0
             if self.controller.image.applied_offset != self.counts.at_offset:
+                started = loop.time()
                 self.counts = await count(self.controller)
-            await asyncio.sleep(REFRESH_S)
+                took = loop.time() - started
+            await asyncio.sleep(max(REFRESH_S, WALK_DUTY_FACTOR * took))
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         c, counts = self.controller, self.counts

@@ -312,3 +312,33 @@ def test_a_partition_records_own_encoding_is_its_snapshot_record_unless_it_has_u
     assert refused.snapshot_value is None
     values = dict(image.snapshot_records())
     assert values[b"21/T/%010d" % 1] == encode(_partition_record(topic_image, 1, refused))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(histories(), st.data())
+def test_records_prepared_while_replicating_apply_exactly_as_decoded_ones(
+    records: list[md.MetadataRecord], data: st.DataObject
+) -> None:
+    """The active controller prepares its writes' records before they commit;
+    applying them must give the image a replica builds by decoding."""
+    from quorum.controller.metadata_image import _partition_record
+
+    plain, prepared = MetadataImage(), MetadataImage()
+    apply_all(plain, records)
+    cut = data.draw(st.integers(0, len(records)))
+    apply_all(prepared, records[:cut])
+    tail = records[cut:]
+    encoded = [encode(r) for r in tail]
+    prepared.prepare(tail, encoded)
+    for offset, raw in enumerate(encoded, start=cut):
+        prepared.apply(offset, raw)
+    assert prepared.digest() == plain.digest()
+    assert sorted(prepared.snapshot_records()) == sorted(plain.snapshot_records())
+    for topic_image in prepared.topics_by_id.values():
+        for pid, state in topic_image.partitions.items():
+            if state.snapshot_value is not None:
+                assert state.snapshot_value == encode(_partition_record(topic_image, pid, state))
+    # A write that never commits leaves nothing behind once forgotten.
+    prepared.prepare([topic("never", "TX")], [encode(topic("never", "TX"))])
+    prepared.forget_prepared()
+    assert prepared.topic("never") is None and not prepared._prepared
