@@ -1,6 +1,8 @@
 """An asyncio client for a quorum: finds the leader by itself and follows it.
 
-Writes go to the last known leader. A NOT_LEADER_OR_FOLLOWER answer names the
+Writes go to the last known leader, each over an idle WriteStream call (one
+write per request, answered once committed; calls are reused, sparing a unary
+call's cost per write). A NOT_LEADER_OR_FOLLOWER answer names the
 new leader (id and address) and the client goes straight there; a refused
 connection or an attempt that outlives `attempt_timeout_s` moves on to the next
 bootstrap address at once. There is no fixed back-off: the only pause is a few
@@ -14,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -57,6 +60,8 @@ class QuorumClient:
         self._leader_address: str | None = None
         self._next = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
+        # address -> WriteStream calls with no write in flight
+        self._idle_streams: dict[str, list[Any]] = {}
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -88,12 +93,15 @@ class QuorumClient:
         last_error = "no attempt made"
         while time.monotonic() < give_up:
             address = self._target()
-            stub = pb_grpc.QuorumLogStub(self._channel(address))
             timeout = max(0.001, give_up - time.monotonic())
             if attempt_timeout_s is not None:
                 timeout = min(timeout, attempt_timeout_s)
             try:
-                reply = await stub.Write(request, timeout=timeout)
+                reply = await self._write_over_stream(address, request, timeout)
+            except TimeoutError:
+                last_error = f"{address}: no answer within {timeout:.3f}s"
+                self._forget_leader()
+                continue
             except grpc.aio.AioRpcError as err:
                 error = wire_error(err)
                 last_error = f"{address}: {error.error.name if error.error else err.code().name}"
@@ -115,6 +123,26 @@ class QuorumClient:
         raise QuorumUnavailableError(
             f"no leader accepted the write in {deadline_s}s ({last_error})"
         )
+
+    async def _write_over_stream(
+        self, address: str, request: pb.WriteRequest, timeout: float
+    ) -> pb.WriteResponse:
+        """One write over an idle WriteStream call to `address` (a new one when
+        none is idle); the call goes back to the idle pool only after a clean
+        answer, so a late answer can never be taken for another write's."""
+        idle = self._idle_streams.setdefault(address, [])
+        call = idle.pop() if idle else pb_grpc.QuorumLogStub(self._channel(address)).WriteStream()
+        try:
+            await call.write(request)
+            reply = await asyncio.wait_for(call.read(), timeout)
+        except BaseException:
+            call.cancel()
+            raise
+        if reply is grpc.aio.EOF:
+            call.cancel()
+            raise TimeoutError("the write stream ended without an answer")
+        idle.append(call)
+        return reply  # type: ignore[no-any-return]
 
     async def describe_quorum(
         self, address: str | None = None, timeout_s: float = 2.0, include_digest: bool = False
@@ -157,6 +185,10 @@ class QuorumClient:
         return reply
 
     async def close(self) -> None:
+        for calls in self._idle_streams.values():
+            for call in calls:
+                call.cancel()
+        self._idle_streams.clear()
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
 import grpc
@@ -403,6 +403,15 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         )
 
     async def Write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
+        return await self._write(request, context)
+
+    async def WriteStream(
+        self, requests: AsyncIterator[pb.WriteRequest], context: Any
+    ) -> AsyncIterator[pb.WriteResponse]:
+        async for request in requests:
+            yield await self._write(request, context)
+
+    async def _write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
         if request.cluster_id != self._cluster_id:
             await context.abort_with_status(
                 rich_status(

@@ -19,9 +19,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_nodes(cluster_ids: dict[int, str] | None = None) -> list[QuorumNode]:
+def make_nodes(
+    cluster_ids: dict[int, str] | None = None, addresses: dict[int, str] | None = None
+) -> list[QuorumNode]:
     ports = {i: free_port() for i in (1, 2, 3)}
     peers = {i: f"127.0.0.1:{p}" for i, p in ports.items()}
+    if addresses is not None:
+        addresses.update(peers)
     voters = frozenset(ports)
     return [
         QuorumNode(
@@ -118,5 +122,72 @@ def test_single_voter_quorum_commits_alone() -> None:
             assert node.driver.core.high_watermark > result.last_offset
         finally:
             await node.stop()
+
+    asyncio.run(scenario())
+
+
+def test_write_stream_answers_each_write_once_committed_and_refuses_like_write() -> None:
+    """WriteStream: one call, one committed answer per request, in order; a
+    follower refuses with NOT_LEADER_OR_FOLLOWER naming the leader; a wrong
+    cluster id ends the call with INCONSISTENT_CLUSTER_ID and appends nothing.
+    The client reuses one call for consecutive writes."""
+    import grpc
+
+    from quorum.client import QuorumClient
+    from quorum.gen import raft_pb2 as pb
+    from quorum.gen import raft_pb2_grpc as pb_grpc
+    from quorum.raft.messages import ErrorCode
+    from quorum.server.errors import wire_error
+
+    async def scenario() -> None:
+        addresses: dict[int, str] = {}
+        nodes = make_nodes(addresses=addresses)
+        for n in nodes:
+            await n.start()
+        try:
+            leader = await wait_for_leader(nodes)
+            follower = next(n for n in nodes if n is not leader)
+            async with grpc.aio.insecure_channel(
+                addresses[leader.driver.config.node_id]
+            ) as channel:
+                call = pb_grpc.QuorumLogStub(channel).WriteStream()
+                offsets = []
+                for i in range(3):
+                    await call.write(pb.WriteRequest(cluster_id="cluster-a", records=[b"s%d" % i]))
+                    reply = await call.read()
+                    assert leader.driver.core.high_watermark > reply.last_offset
+                    offsets.append(reply.base_offset)
+                assert offsets == sorted(offsets) and len(set(offsets)) == 3
+                end = leader.driver.core.log.end_offset
+                await call.write(pb.WriteRequest(cluster_id="cluster-b", records=[b"no"]))
+                try:
+                    await call.read()
+                    raise AssertionError("a write for another cluster was answered")
+                except grpc.aio.AioRpcError as err:
+                    assert wire_error(err).error is ErrorCode.INCONSISTENT_CLUSTER_ID
+                assert leader.driver.core.log.end_offset == end
+            async with grpc.aio.insecure_channel(
+                addresses[follower.driver.config.node_id]
+            ) as channel:
+                call = pb_grpc.QuorumLogStub(channel).WriteStream()
+                await call.write(pb.WriteRequest(cluster_id="cluster-a", records=[b"x"]))
+                try:
+                    await call.read()
+                    raise AssertionError("a follower accepted a write")
+                except grpc.aio.AioRpcError as err:
+                    error = wire_error(err)
+                    assert error.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    assert error.leader_address == addresses[leader.driver.config.node_id]
+            client = QuorumClient([addresses[follower.driver.config.node_id]], "cluster-a")
+            try:
+                first = await client.write([b"c1"])
+                second = await client.write([b"c2"])
+                assert second.base_offset > first.base_offset
+                assert sum(len(c) for c in client._idle_streams.values()) == 1  # one call, reused
+            finally:
+                await client.close()
+        finally:
+            for n in nodes:
+                await n.stop(resign=False)
 
     asyncio.run(scenario())
