@@ -33,30 +33,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from report import emit, percentile, say
 from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
 from quorum.admin_client import AdminClient
 from quorum.gen import admin_pb2 as api
 
 SESSION_MS = 9000  # Kafka's default broker.session.timeout.ms
-
-
-def emit(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 # ------------------------------------------------------------------ worker side

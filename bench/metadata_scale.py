@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import shutil
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from report import emit, say
 from write_systems import QuorumSystem, wait_for
 
 from quorum.client import QuorumClient
@@ -46,14 +46,6 @@ from quorum.server.channels import open_channel
 
 BROKERS = 3
 HEARTBEAT_S = 1.0
-
-
-def emit(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def rss_bytes(pid: int) -> int:

@@ -18,36 +18,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from report import emit, percentile, say
 from write_systems import SYSTEMS, Client, System, wait_for
 
 RECORD_BYTES = 100
 WARMUP_S = 1.0
 FAILOVER_ATTEMPT_S = 0.1
-
-
-def emit(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def percentile(samples: list[float], p: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
 
 
 async def throughput(client: Client, concurrency: int, seconds: float) -> dict[str, float]:
@@ -75,8 +61,8 @@ async def throughput(client: Client, concurrency: int, seconds: float) -> dict[s
     elapsed = time.monotonic() - started - WARMUP_S
     return {
         "value": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(percentile(latencies, 50) * 1000, 2),
-        "p99_ms": round(percentile(latencies, 99) * 1000, 2),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
         "writes": len(latencies),
     }
 

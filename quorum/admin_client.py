@@ -16,7 +16,7 @@ import grpc
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
-from quorum.server.channels import open_channel
+from quorum.server.channels import exchange, open_channel
 from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.05
@@ -111,9 +111,8 @@ class AdminClient:
         self, request: bpb.MetadataFetchRequest, deadline_s: float = 30.0
     ) -> bpb.MetadataFetchResponse:
         """One MetadataFetch exchange over a MetadataFetchStream call kept open across
-        fetches. Any failure or cancellation drops the call, so an answer can never
-        be taken for the next request's; the next fetch opens a new one, routed like
-        any other call."""
+        fetches. A failure or cancellation drops the call (see `exchange`); the
+        next fetch opens a new one, routed like any other call."""
         if not request.cluster_id:
             request.cluster_id = self.cluster_id
         give_up = time.monotonic() + deadline_s
@@ -125,28 +124,17 @@ class AdminClient:
                 stub = bpb_grpc.BrokerLifecycleStub(self._channel(address))
                 self._fetch_stream, self._fetch_stream_address = stub.MetadataFetchStream(), address
             call, address = self._fetch_stream, self._fetch_stream_address
+            self._fetch_stream = None  # back only after a clean answer
             try:
-                await call.write(request)
-                timeout = max(0.05, give_up - time.monotonic())
-                response = await asyncio.wait_for(call.read(), timeout)
+                response = await exchange(call, request, max(0.05, give_up - time.monotonic()))
             except grpc.aio.AioRpcError as err:
-                self._drop_fetch_stream()
                 await self._route(err, address, tried)
                 continue
-            except (TimeoutError, asyncio.InvalidStateError) as err:
-                # No answer in time, or the call ended while idle: try elsewhere.
-                self._drop_fetch_stream()
+            except TimeoutError as err:  # no answer in time, or the call had ended
                 self._active = None
-                tried.append(f"{address}: {type(err).__name__}")
+                tried.append(f"{address}: {err or 'no answer in time'}")
                 continue
-            except BaseException:
-                self._drop_fetch_stream()
-                raise
-            if response is grpc.aio.EOF:
-                self._drop_fetch_stream()
-                self._active = None
-                tried.append(f"{address}: stream ended")
-                continue
+            self._fetch_stream = call
             return response  # type: ignore[no-any-return]
         raise NoControllerError(
             f"no active controller answered MetadataFetch within {deadline_s}s; tried "

@@ -23,7 +23,7 @@ import grpc
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import ErrorCode
-from quorum.server.channels import open_channel
+from quorum.server.channels import exchange, open_channel
 from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.005
@@ -132,15 +132,7 @@ class QuorumClient:
         answer, so a late answer can never be taken for another write's."""
         idle = self._idle_streams.setdefault(address, [])
         call = idle.pop() if idle else pb_grpc.QuorumLogStub(self._channel(address)).WriteStream()
-        try:
-            await call.write(request)
-            reply = await asyncio.wait_for(call.read(), timeout)
-        except BaseException:
-            call.cancel()
-            raise
-        if reply is grpc.aio.EOF:
-            call.cancel()
-            raise TimeoutError("the write stream ended without an answer")
+        reply = await exchange(call, request, timeout)
         idle.append(call)
         return reply  # type: ignore[no-any-return]
 

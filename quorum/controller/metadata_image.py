@@ -155,11 +155,8 @@ class MetadataImage:
         if state is None:
             self.apply_record(decoded, offset)
             return
-        r = decoded.partition
-        self._put_partition(r, offset, state)
-        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
-        self._applied_offset = offset + 1
-        self._digest = None
+        self._install_partition(decoded.partition, offset, state)
+        self._applied(offset)
 
     def prepare(self, records: Sequence[md.MetadataRecord], data: Sequence[bytes]) -> None:
         """The active controller, while its write replicates: keep the records it
@@ -201,6 +198,9 @@ class MetadataImage:
         if handler is None:
             raise MetadataRecordError(f"record at offset {offset}: no handler for {kind}")
         handler(record, offset)
+        self._applied(offset)
+
+    def _applied(self, offset: int) -> None:
         self._applied_offset = offset + 1
         self._digest = None
 
@@ -419,8 +419,12 @@ class MetadataImage:
         return topic
 
     def _partition(self, record: md.MetadataRecord, offset: int) -> None:
-        r = record.partition
-        self._put_partition(r, offset)
+        self._install_partition(record.partition, offset)
+
+    def _install_partition(
+        self, r: md.PartitionRecord, offset: int, state: PartitionState | None = None
+    ) -> None:
+        self._put_partition(r, offset, state)
         self._touch(_partition_key(r.topic_id, r.partition_id), offset)
 
     def _put_partition(
@@ -668,7 +672,7 @@ def _partition_value(t: TopicImage, pid: int, p: PartitionState) -> bytes:
     value = p.snapshot_value
     if value is None:
         value = encode(_partition_record(t, pid, p))
-        object.__setattr__(p, "snapshot_value", value)
+        p.snapshot_value = value
     return value
 
 

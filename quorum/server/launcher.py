@@ -55,12 +55,15 @@ def bin_dir() -> Path:
     return Path(sys.executable).parent
 
 
+def controller_voters() -> str:
+    return ",".join(f"{n}@127.0.0.1:{FIRST_CONTROLLER_PORT + n - 1}" for n in CONTROLLER_IDS)
+
+
 def controller_properties(data_dir: Path, node_id: int) -> dict[str, str]:
-    voters = ",".join(f"{n}@127.0.0.1:{FIRST_CONTROLLER_PORT + n - 1}" for n in CONTROLLER_IDS)
     return {
         "node.id": str(node_id),
         "process.roles": "controller",
-        "controller.quorum.voters": voters,
+        "controller.quorum.voters": controller_voters(),
         "listeners": f"CONTROLLER://127.0.0.1:{FIRST_CONTROLLER_PORT + node_id - 1}",
         "metadata.log.dir": str((data_dir / f"controller-{node_id}").resolve()),
         "metrics.listener": f"http://127.0.0.1:{FIRST_METRICS_PORT + node_id - 1}",
@@ -76,11 +79,10 @@ def broker_metrics_port(broker_id: int) -> int:
 
 
 def broker_properties(data_dir: Path, broker_id: int) -> dict[str, str]:
-    voters = ",".join(f"{n}@127.0.0.1:{FIRST_CONTROLLER_PORT + n - 1}" for n in CONTROLLER_IDS)
     return {
         "node.id": str(broker_id),
         "process.roles": "broker",
-        "controller.quorum.voters": voters,
+        "controller.quorum.voters": controller_voters(),
         "listeners": f"PLAINTEXT://127.0.0.1:{broker_port(broker_id)}",
         "metadata.log.dir": str((data_dir / f"broker-{broker_id}").resolve()),
         "metrics.listener": f"http://127.0.0.1:{broker_metrics_port(broker_id)}",

@@ -1,0 +1,22 @@
+"""How the benches report: one JSON object per measurement on stdout, progress
+on stderr, and the percentile they all compute the same way."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The value below which a fraction `q` (0..1) of `values` lies."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
