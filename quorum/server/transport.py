@@ -34,7 +34,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
-from quorum.server.channels import open_channel
+from quorum.server.channels import exchange, open_channel
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import ProposalFailed, RaftDriver
 from quorum.server.errors import rich_status, wire_error
@@ -80,6 +80,8 @@ class GrpcTransport:
         self._call_timeout_s = request_timeout_ms / 1000
         self._fetch_timeout_s = fetch_max_wait_ms / 1000 + self._call_timeout_s
         self._tasks: set[asyncio.Task[None]] = set()
+        self._fetch_calls: dict[int, Any] = {}  # peer -> its open FetchStream call
+        self._fetching: set[int] = set()  # peers with a fetch out on that call
         self._majority = majority
         self.rejected_by: set[int] = set()
         self.driver: RaftDriver | None = None
@@ -99,7 +101,7 @@ class GrpcTransport:
         try:
             match message:
                 case FetchRequest():
-                    reply = await stub.Fetch(wire, timeout=self._fetch_timeout_s)
+                    reply = await self._fetch_over_stream(destination, wire)
                 case VoteRequest():
                     reply = await stub.Vote(wire, timeout=self._call_timeout_s)
                 case BeginQuorumEpochRequest():
@@ -112,8 +114,31 @@ class GrpcTransport:
             reply = self._rejected(destination, message, err)
             if reply is None:
                 return
+        except TimeoutError:  # the core asks again on its own timer
+            return
         if self.driver is not None:
             self.driver.receive(destination, from_proto(reply))
+
+    async def _fetch_over_stream(self, peer: int, wire: Any) -> Any:
+        """One fetch over the FetchStream call kept open to `peer`. The core has at
+        most one fetch out; if it asks again while one is still out (it gave up
+        waiting), the old call is closed and a new one carries the new fetch, so
+        an old answer can never be taken for the new request's. A failed call is
+        dropped, and the next fetch opens a new one."""
+        call = self._fetch_calls.get(peer)
+        if call is None or peer in self._fetching:
+            if call is not None:
+                call.cancel()
+            call = self._fetch_calls[peer] = self._stubs[peer].FetchStream()
+        self._fetching.add(peer)
+        try:
+            reply = await exchange(call, wire, self._fetch_timeout_s)
+        finally:
+            if self._fetch_calls.get(peer) is call:
+                self._fetching.discard(peer)
+                if call.done():
+                    del self._fetch_calls[peer]
+        return reply
 
     def _rejected(self, destination: int, message: Message, err: grpc.aio.AioRpcError) -> Any:
         """The protocol answer inside a rejection, or None (and act on the error)."""
@@ -160,6 +185,9 @@ class GrpcTransport:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        for call in self._fetch_calls.values():
+            call.cancel()
+        self._fetch_calls.clear()
         for channel in self._channels.values():
             await channel.close()
 
@@ -260,6 +288,15 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+        return await self._fetch(request, context)
+
+    async def FetchStream(
+        self, requests: AsyncIterator[pb.FetchRequest], context: Any
+    ) -> AsyncIterator[pb.FetchResponse]:
+        async for request in requests:
+            yield await self._fetch(request, context)
+
+    async def _fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
         problems = _negative(
             replica_id=request.replica_id,
             epoch=request.epoch,

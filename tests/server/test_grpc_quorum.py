@@ -191,3 +191,86 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
                 await n.stop(resign=False)
 
     asyncio.run(scenario())
+
+
+def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> None:
+    """FetchStream: followers replicate over one call each, kept across commits; on
+    a call of our own the leader answers each fetch in order, holds a caught-up
+    fetch until a write arrives, and ends the call on a stale epoch with
+    FENCED_LEADER_EPOCH (the answer naming the current epoch rides along) or on a
+    foreign cluster id with INCONSISTENT_CLUSTER_ID, recording nothing."""
+    import grpc
+
+    from quorum.client import QuorumClient
+    from quorum.gen import raft_pb2 as pb
+    from quorum.gen import raft_pb2_grpc as pb_grpc
+    from quorum.raft.messages import ErrorCode
+    from quorum.server.errors import wire_error
+
+    async def scenario() -> None:
+        addresses: dict[int, str] = {}
+        nodes = make_nodes(addresses=addresses)
+        for n in nodes:
+            await n.start()
+        client = QuorumClient(list(addresses.values()), "cluster-a")
+        try:
+            leader = await wait_for_leader(nodes)
+            leader_id = leader.driver.config.node_id
+            followers = [n for n in nodes if n is not leader]
+            await client.write([b"w0"])
+            calls = [f.transport._fetch_calls[leader_id] for f in followers]
+            for i in range(5):
+                await client.write([b"w%d" % (i + 1)])
+            assert [f.transport._fetch_calls[leader_id] for f in followers] == calls
+
+            core = leader.driver.core
+            epoch = core.epoch
+            async with grpc.aio.insecure_channel(addresses[leader_id]) as channel:
+                call = pb_grpc.RaftQuorumStub(channel).FetchStream()
+
+                def fetch(offset: int, last_epoch: int, **kw: object) -> pb.FetchRequest:
+                    fields = {"cluster_id": "cluster-a", "replica_id": 9, "epoch": epoch}
+                    fields.update(kw)
+                    return pb.FetchRequest(
+                        fetch_offset=offset, last_fetched_epoch=last_epoch, **fields
+                    )
+
+                await call.write(fetch(0, 0))
+                first = await call.read()
+                assert first.batches and first.batches[0].base_offset == 0
+                end = core.log.end_offset
+                last_epoch = core.log.end_offset_and_epoch().epoch
+                await call.write(fetch(end, last_epoch, known_high_watermark=core.high_watermark))
+                held = asyncio.ensure_future(call.read())
+                await asyncio.sleep(0.1)
+                assert not held.done()  # caught up: held for new data
+                written = await client.write([b"held"])
+                second = await held
+                assert second.batches[0].base_offset == end
+                assert second.batches[-1].base_offset + len(second.batches[-1].records) > (
+                    written.last_offset
+                )
+                await call.write(fetch(end, epoch, epoch=epoch - 1))
+                try:
+                    await call.read()
+                    raise AssertionError("a stale-epoch fetch was answered")
+                except grpc.aio.AioRpcError as err:
+                    error = wire_error(err)
+                    assert error.error is ErrorCode.FENCED_LEADER_EPOCH
+                    answer = pb.FetchResponse()
+                    assert error.unpack(answer) and answer.epoch == epoch
+
+                call = pb_grpc.RaftQuorumStub(channel).FetchStream()
+                await call.write(fetch(0, 0, cluster_id="cluster-b", replica_id=8))
+                try:
+                    await call.read()
+                    raise AssertionError("a fetch for another cluster was answered")
+                except grpc.aio.AioRpcError as err:
+                    assert wire_error(err).error is ErrorCode.INCONSISTENT_CLUSTER_ID
+                assert 8 not in core.replica_progress()
+        finally:
+            await client.close()
+            for n in nodes:
+                await n.stop(resign=False)
+
+    asyncio.run(scenario())
