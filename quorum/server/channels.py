@@ -23,23 +23,49 @@ _OPTIONS = [
 
 async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
     """One request and its answer on a stream-stream call that carries one
-    exchange at a time (WriteStream, MetadataFetchStream). A call that ended
-    without an answer, or gave none in time, raises TimeoutError; on any failure
-    or cancellation the call is cancelled, so its caller must not reuse it: a
-    late answer could otherwise be taken for the next request's."""
+    exchange at a time (WriteStream, MetadataFetchStream, FetchStream). A call
+    that ended without an answer, or gave none in time, raises TimeoutError; on
+    any failure or cancellation the call is cancelled, so its caller must not
+    reuse it: a late answer could otherwise be taken for the next request's.
+
+    The deadline is a timer that cancels the call, not `asyncio.wait_for`, which
+    would wrap every read in a task of its own."""
+    expiry = _Expiry(call)
+    timer = asyncio.get_running_loop().call_later(timeout_s, expiry.fire)
     try:
         await call.write(request)
-        response = await asyncio.wait_for(call.read(), timeout_s)
+        response = await call.read()
     except asyncio.InvalidStateError as err:  # the call had ended while idle
         call.cancel()
         raise TimeoutError("the call has ended") from err
+    except asyncio.CancelledError:
+        call.cancel()
+        if expiry.fired:
+            raise TimeoutError(f"no answer within {timeout_s}s") from None
+        raise
     except BaseException:
         call.cancel()
         raise
+    finally:
+        timer.cancel()
     if response is grpc.aio.EOF:
         call.cancel()
         raise TimeoutError("the call ended without an answer")
     return response
+
+
+class _Expiry:
+    """Cancels a call whose answer is overdue, and remembers that it did."""
+
+    __slots__ = ("call", "fired")
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        self.call.cancel()
 
 
 def open_channel(address: str) -> grpc.aio.Channel:

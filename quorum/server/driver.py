@@ -153,6 +153,7 @@ class RaftDriver:
         self.latencies: LatencyObserver = _NoLatencies()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline = 0
         self._process_scheduled = False
         self._flush_running = False
         self._flush_wanted: FlushLog | None = None
@@ -219,18 +220,22 @@ class RaftDriver:
         self._schedule_process()
 
     async def handle_request(self, source: int, message: Message, timeout_s: float) -> Message:
-        """Feed an incoming request to the core and wait for its answer to `source`."""
+        """Feed an incoming request to the core and wait for its answer to `source`
+        (TimeoutError if none comes in `timeout_s`). A newer request of the same
+        kind from the same source supersedes this one, whose wait is cancelled."""
         loop = asyncio.get_running_loop()
-        key = (source, _response_type_for(message))
+        key = (source, _RESPONSE_FOR[type(message)])
         previous = self._replies.pop(key, None)
         if previous is not None and not previous.done():
             previous.cancel()
         future: asyncio.Future[Message] = loop.create_future()
         self._replies[key] = future
+        expiry = loop.call_later(timeout_s, _expire, future)
         self.receive(source, message)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            return await future
         finally:
+            expiry.cancel()
             if self._replies.get(key) is future:
                 del self._replies[key]
 
@@ -268,10 +273,18 @@ class RaftDriver:
         self._arm_timer()
 
     def _arm_timer(self) -> None:
+        """Keep a timer armed for the core's next deadline. Most events leave the
+        deadline where it was or later, so an armed timer that fires no later than
+        needed is kept (a tick before a deadline does nothing, and the tick re-arms)
+        instead of being replaced on every event."""
         assert self._loop is not None
-        if self._timer:
+        deadline = self.core.next_deadline()
+        if self._timer is not None:
+            if self._timer_deadline <= deadline:
+                return
             self._timer.cancel()
-        delay_ms = max(0, self.core.next_deadline() - self.clock())
+        self._timer_deadline = deadline
+        delay_ms = max(0, deadline - self.clock())
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
 
     def _on_timer(self) -> None:
@@ -532,8 +545,9 @@ _RESPONSE_FOR: dict[type, type] = {
 }
 
 
-def _response_type_for(message: Message) -> type:
-    return _RESPONSE_FOR[type(message)]
+def _expire(future: asyncio.Future[Message]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError("no answer in time"))
 
 
 __all__ = ["NotLeaderError", "ProposalFailed", "RaftDriver", "Transport"]

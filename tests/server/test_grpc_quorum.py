@@ -274,3 +274,29 @@ def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> No
                 await n.stop(resign=False)
 
     asyncio.run(scenario())
+
+
+def test_a_request_whose_answer_is_overdue_times_out_and_leaves_nothing_behind() -> None:
+    """The driver's wait for the core's answer has a deadline: a fetch held past
+    it raises TimeoutError, and no reply slot is left for the caller."""
+    import pytest
+
+    from quorum.raft.messages import FetchRequest
+
+    async def scenario() -> None:
+        nodes = make_nodes()
+        for n in nodes:
+            await n.start()
+        try:
+            leader = await wait_for_leader(nodes)
+            core = leader.driver.core
+            end = core.log.end_offset_and_epoch()
+            held = FetchRequest(9, core.epoch, end.offset, end.epoch, core.high_watermark)
+            with pytest.raises(TimeoutError):
+                await leader.driver.handle_request(9, held, 0.05)
+            assert not [key for key in leader.driver._replies if key[0] == 9]
+        finally:
+            for n in nodes:
+                await n.stop(resign=False)
+
+    asyncio.run(scenario())
