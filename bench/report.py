@@ -4,6 +4,7 @@ on stderr, and the percentile they all compute the same way."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -20,3 +21,10 @@ def percentile(values: list[float], q: float) -> float:
     """The value below which a fraction `q` (0..1) of `values` lies."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def process_cpu_s(pid: int) -> float:
+    """User plus system CPU seconds a process has used (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

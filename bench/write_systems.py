@@ -39,6 +39,7 @@ class Client(Protocol):
 
 class System(Protocol):
     name: str
+    members: Members
 
     def start(self) -> None: ...
 

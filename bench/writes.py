@@ -6,7 +6,9 @@ write after write (unique ~100-byte records) for `--seconds` after a 1 s warm-up
 then a failover measurement: writes at concurrency 1, `kill -9` the leader, and
 the seconds until a write succeeds again, with 100 ms per attempt so the figure
 is not rounded up to a client timeout. Every system runs three members on
-loopback with default settings.
+loopback with default settings. Each throughput line also gives the CPU time
+(user plus system, all threads) the three members and the client process spent
+per write over the run, warm-up included.
 
     .venv/bin/python bench/writes.py [--systems quorum,etcd,zookeeper]
 
@@ -28,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from report import emit, percentile, say
+from report import emit, percentile, process_cpu_s, say
 from write_systems import SYSTEMS, Client, System, wait_for
 
 RECORD_BYTES = 100
@@ -37,6 +39,8 @@ FAILOVER_ATTEMPT_S = 0.1
 
 
 async def throughput(client: Client, concurrency: int, seconds: float) -> dict[str, float]:
+    """Writes/s and latency over `seconds` after the warm-up; `total` counts the
+    warm-up's writes too (what CPU measured over the whole run is divided by)."""
     counter = itertools.count()
     latencies: list[float] = []
     measuring = False
@@ -64,6 +68,7 @@ async def throughput(client: Client, concurrency: int, seconds: float) -> dict[s
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
         "writes": len(latencies),
+        "total": next(counter) - concurrency,
     }
 
 
@@ -97,7 +102,12 @@ def run_system(name: str, args: argparse.Namespace, root: Path) -> None:
         return
     try:
         for concurrency in args.concurrency:
+            servers = [proc.pid for proc in system.members.procs.values()]
+            servers_before = sum(process_cpu_s(pid) for pid in servers)
+            client_before = time.process_time()
             result = asyncio.run(_measure(system, concurrency, args.seconds))
+            total = result.pop("total")
+            servers_cpu = sum(process_cpu_s(pid) for pid in servers) - servers_before
             emit(
                 metric="writes_per_s",
                 system=name,
@@ -105,6 +115,8 @@ def run_system(name: str, args: argparse.Namespace, root: Path) -> None:
                 seconds=args.seconds,
                 record_bytes=RECORD_BYTES,
                 **result,
+                servers_cpu_us_per_write=round(servers_cpu / total * 1e6),
+                client_cpu_us_per_write=round((time.process_time() - client_before) / total * 1e6),
             )
         if args.failover_runs > 0:
             samples = []
