@@ -123,10 +123,10 @@ class GrpcTransport:
         """One fetch over the FetchStream call kept open to `peer`. The core has at
         most one fetch out; if it asks again while one is still out (it gave up
         waiting), the old call is closed and a new one carries the new fetch, so
-        an old answer can never be taken for the new request's. A failed call is
-        dropped, and the next fetch opens a new one."""
+        an old answer can never be taken for the new request's. A failed or ended
+        call is dropped, and the next fetch opens a new one."""
         call = self._fetch_calls.get(peer)
-        if call is None or peer in self._fetching:
+        if call is None or call.done() or peer in self._fetching:
             if call is not None:
                 call.cancel()
             call = self._fetch_calls[peer] = self._stubs[peer].FetchStream()
