@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
+
+import grpc
 
 from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import Role
+from quorum.server.errors import WireError, wire_error
 from quorum.server.node_runtime import QuorumNode
 
 FAST = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "election_backoff_max_ms": 200}
@@ -49,6 +53,16 @@ async def wait_for_leader(nodes: list[QuorumNode], timeout: float = 10.0) -> Quo
             return leaders[0]
         await asyncio.sleep(0.02)
     raise AssertionError("no leader")
+
+
+async def refusal(call: Any, request: Any) -> WireError:
+    """Send `request` on a stream call that must refuse it; the refusal's error."""
+    await call.write(request)
+    try:
+        answer = await call.read()
+    except grpc.aio.AioRpcError as err:
+        return wire_error(err)
+    raise AssertionError(f"answered instead of refused: {answer}")
 
 
 def test_elect_commit_and_fail_over_over_grpc() -> None:
@@ -131,13 +145,10 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
     follower refuses with NOT_LEADER_OR_FOLLOWER naming the leader; a wrong
     cluster id ends the call with INCONSISTENT_CLUSTER_ID and appends nothing.
     The client reuses one call for consecutive writes."""
-    import grpc
-
     from quorum.client import QuorumClient
     from quorum.gen import raft_pb2 as pb
     from quorum.gen import raft_pb2_grpc as pb_grpc
     from quorum.raft.messages import ErrorCode
-    from quorum.server.errors import wire_error
 
     async def scenario() -> None:
         addresses: dict[int, str] = {}
@@ -159,25 +170,17 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
                     offsets.append(reply.base_offset)
                 assert offsets == sorted(offsets) and len(set(offsets)) == 3
                 end = leader.driver.core.log.end_offset
-                await call.write(pb.WriteRequest(cluster_id="cluster-b", records=[b"no"]))
-                try:
-                    await call.read()
-                    raise AssertionError("a write for another cluster was answered")
-                except grpc.aio.AioRpcError as err:
-                    assert wire_error(err).error is ErrorCode.INCONSISTENT_CLUSTER_ID
+                foreign = pb.WriteRequest(cluster_id="cluster-b", records=[b"no"])
+                error = await refusal(call, foreign)
+                assert error.error is ErrorCode.INCONSISTENT_CLUSTER_ID
                 assert leader.driver.core.log.end_offset == end
             async with grpc.aio.insecure_channel(
                 addresses[follower.driver.config.node_id]
             ) as channel:
                 call = pb_grpc.QuorumLogStub(channel).WriteStream()
-                await call.write(pb.WriteRequest(cluster_id="cluster-a", records=[b"x"]))
-                try:
-                    await call.read()
-                    raise AssertionError("a follower accepted a write")
-                except grpc.aio.AioRpcError as err:
-                    error = wire_error(err)
-                    assert error.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    assert error.leader_address == addresses[leader.driver.config.node_id]
+                error = await refusal(call, pb.WriteRequest(cluster_id="cluster-a", records=[b"x"]))
+                assert error.error is ErrorCode.NOT_LEADER_OR_FOLLOWER
+                assert error.leader_address == addresses[leader.driver.config.node_id]
             client = QuorumClient([addresses[follower.driver.config.node_id]], "cluster-a")
             try:
                 first = await client.write([b"c1"])
@@ -199,13 +202,10 @@ def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> No
     fetch until a write arrives, and ends the call on a stale epoch with
     FENCED_LEADER_EPOCH (the answer naming the current epoch rides along) or on a
     foreign cluster id with INCONSISTENT_CLUSTER_ID, recording nothing."""
-    import grpc
-
     from quorum.client import QuorumClient
     from quorum.gen import raft_pb2 as pb
     from quorum.gen import raft_pb2_grpc as pb_grpc
     from quorum.raft.messages import ErrorCode
-    from quorum.server.errors import wire_error
 
     async def scenario() -> None:
         addresses: dict[int, str] = {}
@@ -250,23 +250,14 @@ def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> No
                 assert second.batches[-1].base_offset + len(second.batches[-1].records) > (
                     written.last_offset
                 )
-                await call.write(fetch(end, epoch, epoch=epoch - 1))
-                try:
-                    await call.read()
-                    raise AssertionError("a stale-epoch fetch was answered")
-                except grpc.aio.AioRpcError as err:
-                    error = wire_error(err)
-                    assert error.error is ErrorCode.FENCED_LEADER_EPOCH
-                    answer = pb.FetchResponse()
-                    assert error.unpack(answer) and answer.epoch == epoch
+                error = await refusal(call, fetch(end, epoch, epoch=epoch - 1))
+                assert error.error is ErrorCode.FENCED_LEADER_EPOCH
+                answer = pb.FetchResponse()
+                assert error.unpack(answer) and answer.epoch == epoch
 
                 call = pb_grpc.RaftQuorumStub(channel).FetchStream()
-                await call.write(fetch(0, 0, cluster_id="cluster-b", replica_id=8))
-                try:
-                    await call.read()
-                    raise AssertionError("a fetch for another cluster was answered")
-                except grpc.aio.AioRpcError as err:
-                    assert wire_error(err).error is ErrorCode.INCONSISTENT_CLUSTER_ID
+                error = await refusal(call, fetch(0, 0, cluster_id="cluster-b", replica_id=8))
+                assert error.error is ErrorCode.INCONSISTENT_CLUSTER_ID
                 assert 8 not in core.replica_progress()
         finally:
             await client.close()
