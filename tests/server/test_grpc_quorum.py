@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -55,6 +57,18 @@ async def wait_for_leader(nodes: list[QuorumNode], timeout: float = 10.0) -> Quo
     raise AssertionError("no leader")
 
 
+@contextlib.asynccontextmanager
+async def running(nodes: list[QuorumNode]) -> AsyncIterator[list[QuorumNode]]:
+    """Start every node; stop every one (without handing over) however the test ends."""
+    for n in nodes:
+        await n.start()
+    try:
+        yield nodes
+    finally:
+        for n in nodes:
+            await n.stop(resign=False)
+
+
 async def refusal(call: Any, request: Any) -> WireError:
     """Send `request` on a stream call that must refuse it; the refusal's error."""
     await call.write(request)
@@ -68,9 +82,7 @@ async def refusal(call: Any, request: Any) -> WireError:
 def test_elect_commit_and_fail_over_over_grpc() -> None:
     async def scenario() -> None:
         nodes = make_nodes()
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for_leader(nodes)
             results = await asyncio.gather(
                 *(leader.driver.propose([b"w%d" % i]) for i in range(20))
@@ -91,9 +103,6 @@ def test_elect_commit_and_fail_over_over_grpc() -> None:
             assert asyncio.get_running_loop().time() - started < 1.0
             result = await new.driver.propose([b"after"])
             assert result.epoch == epoch + 1
-        finally:
-            for n in nodes:
-                await n.stop(resign=False)
 
     asyncio.run(scenario())
 
@@ -102,18 +111,13 @@ def test_a_node_of_another_cluster_is_refused_and_changes_nothing() -> None:
     async def scenario() -> None:
         nodes = make_nodes({3: "cluster-b"})
         stranger = nodes[2]
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for_leader(nodes[:2])
             await leader.driver.propose([b"x"])
             await asyncio.sleep(1.0)
             assert stranger.driver.core.log.end_offset == 0
             assert stranger.driver.core.role is not Role.LEADER
             assert all(n.driver.core.epoch == leader.driver.core.epoch for n in nodes[:2])
-        finally:
-            for n in nodes:
-                await n.stop(resign=False)
 
     asyncio.run(scenario())
 
@@ -153,9 +157,7 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
     async def scenario() -> None:
         addresses: dict[int, str] = {}
         nodes = make_nodes(addresses=addresses)
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for_leader(nodes)
             follower = next(n for n in nodes if n is not leader)
             async with grpc.aio.insecure_channel(
@@ -189,9 +191,6 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
                 assert sum(len(c) for c in client._idle_streams.values()) == 1  # one call, reused
             finally:
                 await client.close()
-        finally:
-            for n in nodes:
-                await n.stop(resign=False)
 
     asyncio.run(scenario())
 
@@ -210,59 +209,58 @@ def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> No
     async def scenario() -> None:
         addresses: dict[int, str] = {}
         nodes = make_nodes(addresses=addresses)
-        for n in nodes:
-            await n.start()
-        client = QuorumClient(list(addresses.values()), "cluster-a")
-        try:
-            leader = await wait_for_leader(nodes)
-            leader_id = leader.driver.config.node_id
-            followers = [n for n in nodes if n is not leader]
-            await client.write([b"w0"])
-            calls = [f.transport._fetch_calls[leader_id] for f in followers]
-            for i in range(5):
-                await client.write([b"w%d" % (i + 1)])
-            assert [f.transport._fetch_calls[leader_id] for f in followers] == calls
+        async with running(nodes):
+            client = QuorumClient(list(addresses.values()), "cluster-a")
+            try:
+                leader = await wait_for_leader(nodes)
+                leader_id = leader.driver.config.node_id
+                followers = [n for n in nodes if n is not leader]
+                await client.write([b"w0"])
+                calls = [f.transport._fetch_calls[leader_id] for f in followers]
+                for i in range(5):
+                    await client.write([b"w%d" % (i + 1)])
+                assert [f.transport._fetch_calls[leader_id] for f in followers] == calls
 
-            core = leader.driver.core
-            epoch = core.epoch
-            async with grpc.aio.insecure_channel(addresses[leader_id]) as channel:
-                call = pb_grpc.RaftQuorumStub(channel).FetchStream()
+                core = leader.driver.core
+                epoch = core.epoch
+                async with grpc.aio.insecure_channel(addresses[leader_id]) as channel:
+                    call = pb_grpc.RaftQuorumStub(channel).FetchStream()
 
-                def fetch(offset: int, last_epoch: int, **kw: object) -> pb.FetchRequest:
-                    fields = {"cluster_id": "cluster-a", "replica_id": 9, "epoch": epoch}
-                    fields.update(kw)
-                    return pb.FetchRequest(
-                        fetch_offset=offset, last_fetched_epoch=last_epoch, **fields
+                    def fetch(offset: int, last_epoch: int, **kw: object) -> pb.FetchRequest:
+                        fields = {"cluster_id": "cluster-a", "replica_id": 9, "epoch": epoch}
+                        fields.update(kw)
+                        return pb.FetchRequest(
+                            fetch_offset=offset, last_fetched_epoch=last_epoch, **fields
+                        )
+
+                    await call.write(fetch(0, 0))
+                    first = await call.read()
+                    assert first.batches and first.batches[0].base_offset == 0
+                    end = core.log.end_offset
+                    last_epoch = core.log.end_offset_and_epoch().epoch
+                    await call.write(
+                        fetch(end, last_epoch, known_high_watermark=core.high_watermark)
                     )
+                    held = asyncio.ensure_future(call.read())
+                    await asyncio.sleep(0.1)
+                    assert not held.done()  # caught up: held for new data
+                    written = await client.write([b"held"])
+                    second = await held
+                    assert second.batches[0].base_offset == end
+                    assert second.batches[-1].base_offset + len(second.batches[-1].records) > (
+                        written.last_offset
+                    )
+                    error = await refusal(call, fetch(end, epoch, epoch=epoch - 1))
+                    assert error.error is ErrorCode.FENCED_LEADER_EPOCH
+                    answer = pb.FetchResponse()
+                    assert error.unpack(answer) and answer.epoch == epoch
 
-                await call.write(fetch(0, 0))
-                first = await call.read()
-                assert first.batches and first.batches[0].base_offset == 0
-                end = core.log.end_offset
-                last_epoch = core.log.end_offset_and_epoch().epoch
-                await call.write(fetch(end, last_epoch, known_high_watermark=core.high_watermark))
-                held = asyncio.ensure_future(call.read())
-                await asyncio.sleep(0.1)
-                assert not held.done()  # caught up: held for new data
-                written = await client.write([b"held"])
-                second = await held
-                assert second.batches[0].base_offset == end
-                assert second.batches[-1].base_offset + len(second.batches[-1].records) > (
-                    written.last_offset
-                )
-                error = await refusal(call, fetch(end, epoch, epoch=epoch - 1))
-                assert error.error is ErrorCode.FENCED_LEADER_EPOCH
-                answer = pb.FetchResponse()
-                assert error.unpack(answer) and answer.epoch == epoch
-
-                call = pb_grpc.RaftQuorumStub(channel).FetchStream()
-                error = await refusal(call, fetch(0, 0, cluster_id="cluster-b", replica_id=8))
-                assert error.error is ErrorCode.INCONSISTENT_CLUSTER_ID
-                assert 8 not in core.replica_progress()
-        finally:
-            await client.close()
-            for n in nodes:
-                await n.stop(resign=False)
+                    call = pb_grpc.RaftQuorumStub(channel).FetchStream()
+                    error = await refusal(call, fetch(0, 0, cluster_id="cluster-b", replica_id=8))
+                    assert error.error is ErrorCode.INCONSISTENT_CLUSTER_ID
+                    assert 8 not in core.replica_progress()
+            finally:
+                await client.close()
 
     asyncio.run(scenario())
 
@@ -276,9 +274,7 @@ def test_a_request_whose_answer_is_overdue_times_out_and_leaves_nothing_behind()
 
     async def scenario() -> None:
         nodes = make_nodes()
-        for n in nodes:
-            await n.start()
-        try:
+        async with running(nodes):
             leader = await wait_for_leader(nodes)
             core = leader.driver.core
             end = core.log.end_offset_and_epoch()
@@ -286,8 +282,5 @@ def test_a_request_whose_answer_is_overdue_times_out_and_leaves_nothing_behind()
             with pytest.raises(TimeoutError):
                 await leader.driver.handle_request(9, held, 0.05)
             assert not [key for key in leader.driver._replies if key[0] == 9]
-        finally:
-            for n in nodes:
-                await n.stop(resign=False)
 
     asyncio.run(scenario())
