@@ -18,12 +18,12 @@ they return. Opening the directory validates every batch (see recovery.py):
 a torn tail is cut, anything else damaged raises before any byte is changed.
 
 Threads: one thread owns the log, but the fsync of a flush may run on another
-(the driver's flusher) while the owner keeps appending: `begin_flush` fixes
-what a flush covers, `PendingFlush.complete` does the fsync without holding
-any lock `append` needs. That is how a server overlaps encoding the next batch
-with the fsync of the previous one. Flushes are serialised, and operations
-that delete or cut segments wait for the one in flight. A directory lock keeps
-a second process out.
+while the owner keeps appending: `begin_flush` fixes what a flush covers (and
+says how many bytes it must sync), `PendingFlush.complete` does the fsync
+without holding any lock `append` needs. The driver syncs small flushes on its
+own thread and hands large ones to a worker. Flushes are serialised, and
+operations that delete or cut segments wait for the one in flight. A directory
+lock keeps a second process out.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class FileLogStore:
         self._clock = clock
         self._segments: list[Segment] = []
         self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
+        self._unsynced_bytes = 0  # appended since the last flush began
         self._directory_unsynced = False
         self._state = threading.RLock()  # bookkeeping; never held during an fsync
         self._flush_idle = threading.Condition(self._state)
@@ -214,8 +215,9 @@ class FileLogStore:
                 return None
             segments, self._unsynced = self._unsynced, []
             sync_directory, self._directory_unsynced = self._directory_unsynced, False
+            size, self._unsynced_bytes = self._unsynced_bytes, 0
             self._flush_in_flight = True
-            return PendingFlush(self, self.end_offset, segments, sync_directory)
+            return PendingFlush(self, self.end_offset, segments, sync_directory, size)
 
     def read(self, offset: int, max_bytes: int) -> list[Batch]:
         """Whole batches from the one holding `offset`: at least one, then as
@@ -384,6 +386,7 @@ class FileLogStore:
             group.append(batch)
             group_data.append(parts)
             size += batch_size
+            self._unsynced_bytes += batch_size
         self._write(active, group, group_data)
         for batch in batches:
             self._epochs.assign(batch.epoch, batch.base_offset)
@@ -399,6 +402,7 @@ class FileLogStore:
                 pending = [s for s in self._unsynced if s not in flush.segments]
                 self._unsynced = flush.segments + pending
                 self._directory_unsynced |= flush.sync_directory
+                self._unsynced_bytes += flush.size
                 self._flush_finished()
             raise
         with self._state:
@@ -490,15 +494,22 @@ class FileLogStore:
 
 class PendingFlush:
     """A flush whose scope `FileLogStore.begin_flush` fixed: `complete()` makes
-    everything below `end_offset` durable. It must be completed exactly once;
-    the log refuses to truncate or delete segments until it is."""
+    everything below `end_offset` durable, `size` bytes appended since the last
+    flush. It must be completed exactly once; the log refuses to truncate or
+    delete segments until it is."""
 
     def __init__(
-        self, log: FileLogStore, end_offset: int, segments: list[Segment], sync_directory: bool
+        self,
+        log: FileLogStore,
+        end_offset: int,
+        segments: list[Segment],
+        sync_directory: bool,
+        size: int,
     ) -> None:
         self.end_offset = end_offset
         self.segments = segments
         self.sync_directory = sync_directory
+        self.size = size
         self._log = log
         self._completed = False
 

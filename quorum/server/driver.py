@@ -2,9 +2,10 @@
 
 Order matters and is the core's: the quorum state and truncations are made
 durable before the next effect runs (so no vote or new-epoch message leaves
-before its epoch is on disk); appends are written at once; flushes run in a
-worker thread, one at a time, each covering everything appended before it
-started (group commit); proposals made in one loop iteration share a batch.
+before its epoch is on disk); appends are written at once; flushes run one at
+a time, each covering everything appended before it started (group commit),
+after the round's messages have left: small ones on the loop thread, large
+ones in a worker thread; proposals made in one loop iteration share a batch.
 Committed records are applied to the state machine as the high watermark moves,
 and snapshots are written and fetched off the loop (see `ReplicatedState`).
 """
@@ -12,6 +13,7 @@ and snapshots are written and fetched off the loop (see `ReplicatedState`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -69,6 +71,8 @@ class Transport(Protocol):
 
 
 SNAPSHOT_CHECK_S = 1.0
+# Flushes up to this size are synced on the loop thread, larger ones in a worker.
+INLINE_FLUSH_MAX_BYTES = 256 * 1024
 
 
 class ProposalFailed(Exception):
@@ -270,6 +274,7 @@ class RaftDriver:
             return
         for effect in self.core.poll(self.clock()):
             self._execute(effect)
+        self._schedule_flush()
         self._arm_timer()
 
     def _arm_timer(self) -> None:
@@ -379,55 +384,73 @@ class RaftDriver:
     # ------------------------------------------------------------------ flushes
 
     def _request_flush(self, flush: FlushLog) -> None:
+        """Note the flush; `_process` starts it once all of its round's effects
+        are out (the newest request wins: one fsync covers every append)."""
         self._flush_wanted = flush
-        if not self._flush_running:
-            self._start_flush()
 
-    def _start_flush(self) -> None:
+    def _schedule_flush(self) -> None:
+        """Run the wanted flush as a callback of its own, after the callbacks this
+        round woke: a leader's answers to the fetches it was holding leave before
+        it syncs, so its followers write and sync at the same time as it does."""
+        assert self._loop is not None
+        if self._flush_wanted is not None and not self._flush_running:
+            self._flush_running = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """fsync on the loop thread when the flush is small, as Kafka's raft
+        thread does, and in a worker thread when it is large (a follower catching
+        up, a big metadata batch) so the loop never stalls for long. Handing a
+        small fsync to a worker costs more than the fsync: the worker must take
+        the GIL to start and again to report, and on 2 busy cores those waits
+        measured several hundred microseconds per flush (see the README)."""
         assert self._loop is not None
         flush, self._flush_wanted = self._flush_wanted, None
-        if flush is None:
+        if flush is None or self._closed:
+            self._flush_running = False
             return
+        started = time.monotonic()
         begin = getattr(self.log_store, "begin_flush", None)
         if begin is None:  # stores without a split flush (the in-memory one)
-            self._flush_running = True
-            task = self._loop.run_in_executor(None, self.log_store.flush, flush.end_offset)
-            task.add_done_callback(lambda done: self._flush_done(flush, flush.end_offset, done))
+            sync = functools.partial(self.log_store.flush, flush.end_offset)
+            self._sync_inline(flush, flush.end_offset, sync, started)
             return
-        # The flush's scope is fixed here, on the loop, so appends may go on while
-        # the fsync runs in a worker thread.
+        # The flush's scope is fixed here, so appends may go on while a worker syncs.
         pending = begin(flush.end_offset)
         if pending is None:  # already durable
-            self.core.on_flushed(flush.end_offset, flush.generation, self.clock())
-            self._schedule_process()
+            self._flush_done(flush, flush.end_offset, None, None)
             return
-        self._flush_running = True
-        started = time.monotonic()
-        task = self._loop.run_in_executor(None, pending.complete)
         end = max(flush.end_offset, pending.end_offset)
-        task.add_done_callback(lambda done: self._flush_done(flush, end, done, started))
+        if pending.size <= INLINE_FLUSH_MAX_BYTES:
+            self._sync_inline(flush, end, pending.complete, started)
+            return
+        task = self._loop.run_in_executor(None, pending.complete)
+        task.add_done_callback(lambda done: self._flush_done(flush, end, done.exception(), started))
+
+    def _sync_inline(
+        self, flush: FlushLog, end: int, sync: Callable[[], None], started: float
+    ) -> None:
+        try:
+            sync()
+        except Exception as err:
+            self._flush_done(flush, end, err, started)
+            return
+        self._flush_done(flush, end, None, started)
 
     def _flush_done(
-        self,
-        flush: FlushLog,
-        end_offset: int,
-        done: asyncio.Future[None],
-        started: float | None = None,
+        self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None
     ) -> None:
         self._flush_running = False
         if self._closed:
             return
-        error = done.exception()
         if error is not None:
             self._fatal(f"flush failed: {error}")
             return
-        self.stats.flushes += 1
         if started is not None:
+            self.stats.flushes += 1
             self.latencies.flush(time.monotonic() - started)
         self.core.on_flushed(end_offset, flush.generation, self.clock())
         self._process()
-        if self._flush_wanted is not None:
-            self._start_flush()
 
     # ---------------------------------------------------------------- snapshots
 

@@ -317,6 +317,21 @@ def test_begin_flush_fixes_its_scope_and_holds_off_truncation(tmp_path: Path) ->
             pending.complete()
 
 
+def test_a_flush_says_how_many_bytes_it_syncs(tmp_path: Path) -> None:
+    """The driver chooses where to fsync by this size (small ones on its loop)."""
+    with open_log(tmp_path, segment_bytes=1 << 20) as log:
+        segment = log.segment_paths[0]
+        log.append(make_batches(0, 1, 2))
+        first = segment.stat().st_size
+        pending = log.begin_flush(log.end_offset)
+        assert pending is not None and pending.size == first
+        pending.complete()
+        log.append([make_batch(log.end_offset, 3)])
+        pending = log.begin_flush(log.end_offset)
+        assert pending is not None and pending.size == segment.stat().st_size - first
+        pending.complete()
+
+
 def test_second_process_cannot_open_the_same_directory(tmp_path: Path) -> None:
     with open_log(tmp_path), pytest.raises(LogDirectoryLockedError):
         open_log(tmp_path)

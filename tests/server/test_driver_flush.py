@@ -1,0 +1,124 @@
+"""Where the driver fsyncs: small flushes on its loop thread, large ones in a
+worker thread, and a failed fsync stops the node with nothing committed.
+
+A single-voter quorum commits on its own flush alone, so these drive the real
+driver over a real file log with no peers."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from quorum.log.file_log import FileLogStore, PendingFlush
+from quorum.log.memory import MemoryQuorumStateStore
+from quorum.raft.config import RaftConfig
+from quorum.raft.effects import Role
+from quorum.raft.messages import Message
+from quorum.raft.records import SnapshotId
+from quorum.server.driver import INLINE_FLUSH_MAX_BYTES, RaftDriver
+from snapshots.api import SnapshotChunk
+
+
+class NoPeers:
+    def send_request(self, destination: int, message: Message) -> None:
+        raise AssertionError(f"a single voter has no one to send {message} to")
+
+    async def fetch_snapshot_chunk(
+        self, leader: int, epoch: int, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> SnapshotChunk:
+        raise AssertionError("no snapshot to fetch")
+
+
+class WatchedLog(FileLogStore):
+    """Records the thread each fsync ran on; `fail` makes the next one raise."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.synced_on: list[int] = []
+        self.fail = False
+
+    def begin_flush(self, end_offset: int) -> PendingFlush | None:
+        pending = super().begin_flush(end_offset)
+        if pending is not None:
+            pending.complete = self._watch(pending.complete)  # type: ignore[method-assign]
+            if self.fail:  # the disk fails under the real flush, which must recover
+                for segment in pending.segments:
+                    segment.sync = _broken_disk  # type: ignore[method-assign]
+        return pending
+
+    def _watch(self, complete: Callable[[], None]) -> Callable[[], None]:
+        def watched() -> None:
+            self.synced_on.append(threading.get_ident())
+            complete()
+
+        return watched
+
+
+def _broken_disk() -> None:
+    raise OSError(5, "Input/output error")
+
+
+async def lead_alone(log: WatchedLog) -> RaftDriver:
+    config = RaftConfig(1, frozenset({1}), election_timeout_ms=50, election_backoff_max_ms=20)
+    driver = RaftDriver(config, log, MemoryQuorumStateStore(), NoPeers(), rng=random.Random(1))
+    driver.start()
+    for _ in range(200):
+        if driver.core.role is Role.LEADER and driver.core.high_watermark > 0:
+            return driver
+        await asyncio.sleep(0.01)
+    raise AssertionError("a single voter did not elect itself")
+
+
+def test_small_flushes_sync_on_the_loop_and_large_ones_in_a_worker(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        log = WatchedLog(tmp_path)
+        driver = await lead_alone(log)
+        loop_thread = threading.get_ident()
+        try:
+            log.synced_on.clear()
+            small = await driver.propose([b"x" * 100])
+            assert log.synced_on == [loop_thread]
+            assert log.durable_end_offset > small.last_offset
+
+            log.synced_on.clear()
+            large = await driver.propose([b"y" * (INLINE_FLUSH_MAX_BYTES + 1)])
+            assert len(log.synced_on) == 1 and log.synced_on[0] != loop_thread
+            assert log.durable_end_offset > large.last_offset
+            assert driver.core.high_watermark > large.last_offset
+        finally:
+            await driver.stop(resign=False)
+            log.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [100, INLINE_FLUSH_MAX_BYTES + 1], ids=["inline", "worker"])
+def test_a_failed_fsync_stops_the_node_and_commits_nothing(tmp_path: Path, size: int) -> None:
+    async def scenario() -> None:
+        log = WatchedLog(tmp_path)
+        driver = await lead_alone(log)
+        reasons: list[str] = []
+        driver.on_fatal.append(reasons.append)
+        durable, committed = log.durable_end_offset, driver.core.high_watermark
+        try:
+            log.fail = True
+            write = asyncio.ensure_future(driver.propose([b"z" * size]))
+            for _ in range(200):
+                if reasons:
+                    break
+                await asyncio.sleep(0.01)
+            assert reasons and reasons[0].startswith("flush failed")
+            assert driver.closed and not write.done()
+            assert (log.durable_end_offset, driver.core.high_watermark) == (durable, committed)
+        finally:
+            await driver.stop(resign=False)
+            log.close()
+        with pytest.raises(Exception, match="controller stopping"):
+            await write
+
+    asyncio.run(scenario())
