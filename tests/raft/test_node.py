@@ -133,6 +133,36 @@ def test_a_proposal_is_never_split_across_batches() -> None:
     assert len([e for e in effects if isinstance(e, FlushLog)]) == 1
 
 
+def test_proposals_wait_while_a_batch_is_uncommitted_then_leave_together() -> None:
+    """Group commit across the replication round trip: with nothing in flight a
+    proposal is sealed at once; while a batch is uncommitted, later proposals
+    wait and leave as one batch when it commits, or as soon as they fill one."""
+    cluster = InstantCluster(voters=3, max_batch_records=4)
+    leader = cluster.elect()
+    me = leader.node_id
+
+    def sealed() -> list[int]:
+        effects, cluster.effects[me] = cluster.effects[me], []
+        return [len(b.records) for e in effects if isinstance(e, AppendBatches) for b in e.batches]
+
+    sealed()
+    first = leader.propose([b"a"], cluster.now)
+    cluster.process(me)
+    assert sealed() == [1]
+    waiting = [leader.propose([b"b%d" % i], cluster.now) for i in range(3)]
+    for _ in waiting:
+        cluster.process(me)
+    assert sealed() == [] and leader.high_watermark <= first.last_offset
+    cluster.settle()
+    assert sealed() == [3]
+    assert leader.high_watermark > waiting[-1].last_offset
+    leader.propose([b"c"], cluster.now)
+    cluster.process(me)
+    leader.propose([b"d"] * 4, cluster.now)
+    cluster.process(me)
+    assert sealed() == [1, 4]  # a full batch does not wait
+
+
 def test_proposals_commit_on_every_voter() -> None:
     cluster = InstantCluster(voters=3)
     leader = cluster.elect()
