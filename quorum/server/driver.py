@@ -425,7 +425,7 @@ class RaftDriver:
             self._sync_inline(flush, end, pending.complete, started)
             return
         task = self._loop.run_in_executor(None, pending.complete)
-        task.add_done_callback(lambda done: self._flush_done(flush, end, done.exception(), started))
+        task.add_done_callback(lambda done: self._flush_done(flush, end, _failure(done), started))
 
     def _sync_inline(
         self, flush: FlushLog, end: int, sync: Callable[[], None], started: float
@@ -566,6 +566,11 @@ _RESPONSE_FOR: dict[type, type] = {
     EndQuorumEpochRequest: EndQuorumEpochResponse,
     FetchRequest: FetchResponse,
 }
+
+
+def _failure(done: asyncio.Future[None]) -> BaseException | None:
+    """What stopped a worker's flush, if anything (a cancelled one is not durable)."""
+    return asyncio.CancelledError() if done.cancelled() else done.exception()
 
 
 def _expire(future: asyncio.Future[Message]) -> None:
