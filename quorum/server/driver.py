@@ -430,12 +430,12 @@ class RaftDriver:
     def _sync_inline(
         self, flush: FlushLog, end: int, sync: Callable[[], None], started: float
     ) -> None:
+        error: Exception | None = None
         try:
             sync()
         except Exception as err:
-            self._flush_done(flush, end, err, started)
-            return
-        self._flush_done(flush, end, None, started)
+            error = err
+        self._flush_done(flush, end, error, started)
 
     def _flush_done(
         self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None

@@ -111,13 +111,17 @@ def test_snapshot_list_and_inspect_agree_with_the_manifest(data_dir: tuple[Path,
     assert missing.returncode == 1 and "no snapshot 1-999" in missing.stderr
 
 
+def copy_of(data_dir: tuple[Path, int], destination: Path) -> Path:
+    """A copy of the shared data directory that a test may change."""
+    shutil.copytree(data_dir[0], destination)
+    return destination
+
+
 def test_the_offline_tools_leave_a_live_nodes_files_alone(
     data_dir: tuple[Path, int], tmp_path: Path
 ) -> None:
     """A snapshot being written by a running node (a .tmp- directory) survives."""
-    directory, _ = data_dir
-    copy = tmp_path / "live"
-    shutil.copytree(directory, copy)
+    copy = copy_of(data_dir, tmp_path / "live")
     in_progress = copy / "__cluster_metadata-0" / "snapshots" / ".tmp-in-progress"
     in_progress.mkdir()
     before = sorted(p.name for p in (copy / "__cluster_metadata-0").iterdir())
@@ -131,9 +135,7 @@ def test_the_offline_tools_leave_a_live_nodes_files_alone(
 def test_corruption_and_bad_directories_exit_1_with_a_clear_message(
     data_dir: tuple[Path, int], tmp_path: Path
 ) -> None:
-    directory, _ = data_dir
-    copy = tmp_path / "copy"
-    shutil.copytree(directory, copy)
+    copy = copy_of(data_dir, tmp_path / "copy")
     segment = sorted((copy / "__cluster_metadata-0").glob("*.log"))[0]
     data = bytearray(segment.read_bytes())
     data[len(data) // 2] ^= 0xFF
