@@ -193,6 +193,51 @@ class _QuorumClient:
         await self._client.close()
 
 
+# ---------------------------------------------------------------------- floor
+
+
+class FloorSystem(_ProcessSystem):
+    """`bench/replication_floor.py`: the write path with no consensus logic, driven
+    by the quorum's own client. Its leader is fixed, so it has no failover."""
+
+    name = "floor"
+    fails_over = False
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.members = Members(root, "floor")
+        self.port = free_port()
+
+    def start(self) -> None:
+        script = str(ROOT / "bench" / "replication_floor.py")
+        self.members.launch(1, [sys.executable, script, "leader", str(self.port), "log"])
+        for replica in (2, 3):
+            log, port = f"log-{replica}", str(self.port)
+            self.members.launch(
+                replica, [sys.executable, script, "follower", port, log, str(replica)]
+            )
+        wait_for(self._writes, 30, "the floor's first write")
+
+    def _writes(self) -> bool:
+        async def one() -> None:
+            client = await self.client()
+            try:
+                await client.write(b"probe", b"x", 0.5)
+            finally:
+                await client.close()
+
+        asyncio.run(one())
+        return True
+
+    def leader(self) -> int:
+        return 1
+
+    async def client(self) -> Client:
+        from quorum.client import QuorumClient
+
+        return _QuorumClient(QuorumClient([f"127.0.0.1:{self.port}"], "floor"))
+
+
 # ----------------------------------------------------------------------- etcd
 
 
@@ -447,7 +492,8 @@ def _check_output(command: list[str]) -> str:
     return result.stdout.strip()
 
 
-SYSTEMS: dict[str, type[QuorumSystem] | type[EtcdSystem] | type[ZooKeeperSystem]] = {
+SYSTEMS: dict[str, Any] = {
+    "floor": FloorSystem,
     "quorum": QuorumSystem,
     "etcd": EtcdSystem,
     "zookeeper": ZooKeeperSystem,
