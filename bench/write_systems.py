@@ -40,6 +40,7 @@ class Client(Protocol):
 class System(Protocol):
     name: str
     members: Members
+    fails_over: bool  # False: no leader to kill (the floor), so no failover line
 
     def start(self) -> None: ...
 
@@ -107,6 +108,7 @@ class _ProcessSystem:
     """Kill, restart and stop act on the member processes, the same for every system."""
 
     members: Members
+    fails_over = True
 
     def kill(self, member: int) -> None:
         self.members.kill(member)
@@ -492,7 +494,7 @@ def _check_output(command: list[str]) -> str:
     return result.stdout.strip()
 
 
-SYSTEMS: dict[str, Any] = {
+SYSTEMS: dict[str, Callable[[Path], System]] = {
     "floor": FloorSystem,
     "quorum": QuorumSystem,
     "etcd": EtcdSystem,

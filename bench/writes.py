@@ -122,7 +122,7 @@ def run_system(name: str, args: argparse.Namespace, root: Path) -> None:
                 servers_cpu_us_per_write=round(servers_cpu / total * 1e6),
                 client_cpu_us_per_write=round((time.process_time() - client_before) / total * 1e6),
             )
-        if args.failover_runs > 0 and getattr(system, "fails_over", True):
+        if args.failover_runs > 0 and system.fails_over:
             samples = []
             for _ in range(args.failover_runs):
                 samples.append(round(asyncio.run(failover_once(system)), 3))
