@@ -12,6 +12,10 @@ from enum import Enum
 
 from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
 
+# Epochs travel as int32. A node never enters an epoch whose successor would not
+# fit, so it can always still start an election; the edge refuses anything above.
+MAX_EPOCH = 2**31 - 2
+
 
 class ErrorCode(Enum):
     """Kafka's error names for the conditions the quorum protocol can report."""

@@ -40,6 +40,7 @@ from quorum.raft.effects import (
 from quorum.raft.log import RaftLog
 from quorum.raft.majority import majority_offset, majority_size
 from quorum.raft.messages import (
+    MAX_EPOCH,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -291,6 +292,8 @@ class RaftNode:
     ) -> None:
         if epoch < self.epoch:
             raise AssertionError(f"epoch would go back from {self.epoch} to {epoch}")
+        if epoch > MAX_EPOCH:
+            raise AssertionError(f"epoch {epoch} is above MAX_EPOCH: the edge must refuse it")
         if role is Role.LEADER and self.role is not Role.CANDIDATE:
             raise AssertionError(f"illegal transition {self.role} -> LEADER")
         changed_state = (epoch, voted_for, leader_id) != (
@@ -347,8 +350,16 @@ class RaftNode:
 
     # ------------------------------------------------------------------ elections
 
+    def _epochs_exhausted(self, now: int) -> bool:
+        """At `MAX_EPOCH` no election can name a successor epoch that fits the
+        wire; the node waits for a leader instead of overflowing."""
+        if self.epoch < MAX_EPOCH:
+            return False
+        self._deadline = now + self.config.election_timeout_ms
+        return True
+
     def _become_prospective(self, now: int) -> None:
-        if not self.config.is_voter:
+        if not self.config.is_voter or self._epochs_exhausted(now):
             return
         self._transition(Role.PROSPECTIVE, self.epoch, self.leader_id, self.voted_for, now)
         self._last_prevote_at = now
@@ -366,6 +377,8 @@ class RaftNode:
         self._deadline = now + self._backoff() + self.config.election_timeout_ms // 2
 
     def _become_candidate(self, now: int) -> None:
+        if self._epochs_exhausted(now):
+            return
         self._transition(Role.CANDIDATE, self.epoch + 1, None, self._me, now)
         self._granted.add(self._me)
         self._request_votes(pre_vote=False)
@@ -589,9 +602,10 @@ class RaftNode:
         response = FetchResponse(
             self.epoch, leader, self.high_watermark, self.log.start_offset, error=error
         )
+        # Fetch is leader-only: a higher epoch in it proves nothing (any client can
+        # send one), so, as in Kafka, it is answered and changes nothing. Only Vote
+        # and BeginQuorumEpoch from a voter may move this node to a new epoch.
         self._effects.append(SendMessage(source, response))
-        if req.epoch > self.epoch and self.config.is_voter:
-            self._transition(Role.UNATTACHED, req.epoch, None, None, now)
 
     def _validate_fetch_position(self, req: FetchRequest) -> FetchResponse | None:
         """Answer a snapshot id or a diverging epoch when the follower's log disagrees."""

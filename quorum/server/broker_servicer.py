@@ -95,19 +95,19 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
     ) -> bpb.MetadataFetchResponse:
         received_ms = wall_clock_ms()
         c = self.c
-        problems = [
-            f"{name} must not be negative, got {value}"
-            for name, value in (
-                ("broker_id", request.broker_id),
-                ("fetch_offset", request.fetch_offset),
-                ("max_wait_ms", request.max_wait_ms),
-                ("max_records", request.max_records),
-            )
-            if value < 0
-        ]
+        problems = _fetch_problems(request)
         if problems:
             await context.abort_with_status(
                 rich_status(ApiError.INVALID_REQUEST, "; ".join(problems))
+            )
+        log = c.driver.core.log
+        if request.fetch_offset > log.end_offset:
+            await context.abort_with_status(
+                rich_status(
+                    ApiError.OFFSET_OUT_OF_RANGE,
+                    f"fetch offset {request.fetch_offset} is past the log end "
+                    f"{log.end_offset}: the broker's cache is not from this log",
+                )
             )
         beat = await self._heartbeat(
             context,
@@ -131,15 +131,6 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
             controller_receive_time_ms=received_ms,
             controller_id=c.driver.config.node_id,
         )
-        log = c.driver.core.log
-        if request.fetch_offset > log.end_offset:
-            await context.abort_with_status(
-                rich_status(
-                    ApiError.OFFSET_OUT_OF_RANGE,
-                    f"fetch offset {request.fetch_offset} is past the log end "
-                    f"{log.end_offset}: the broker's cache is not from this log",
-                )
-            )
         snapshot = self._snapshot_to_load(request.fetch_offset)
         if snapshot is not None:
             response.load_snapshot.CopyFrom(snapshot)
@@ -238,6 +229,26 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
         return bpb.FetchMetadataSnapshotResponse(
             size=chunk.total_size, position=chunk.position, data=chunk.data
         )
+
+
+_BROKER_STATES = frozenset(bpb.BrokerState.values())
+
+
+def _fetch_problems(request: bpb.MetadataFetchRequest) -> list[str]:
+    """Everything wrong with a MetadataFetch, found before its heartbeat is applied."""
+    problems = [
+        f"{name} must not be negative, got {value}"
+        for name, value in (
+            ("broker_id", request.broker_id),
+            ("fetch_offset", request.fetch_offset),
+            ("max_wait_ms", request.max_wait_ms),
+            ("max_records", request.max_records),
+        )
+        if value < 0
+    ]
+    if request.current_state not in _BROKER_STATES:
+        problems.append(f"current_state {request.current_state} is not a broker state")
+    return problems
 
 
 def add_servicers(server: grpc.aio.Server, controller: MetadataController) -> list[str]:

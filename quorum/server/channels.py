@@ -13,6 +13,8 @@ from typing import Any
 
 import grpc
 
+from quorum.server.malformed import RejectMalformedRequests
+
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 _OPTIONS = [
@@ -73,4 +75,4 @@ def open_channel(address: str) -> grpc.aio.Channel:
 
 
 def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=_OPTIONS)
+    return grpc.aio.server(options=_OPTIONS, interceptors=[RejectMalformedRequests()])

@@ -273,7 +273,15 @@ class RaftDriver:
         if self._closed or self._loop is None:
             return
         for effect in self.core.poll(self.clock()):
-            self._execute(effect)
+            try:
+                self._execute(effect)
+            except Exception as err:
+                # The core believes the effect happened (an append, a vote on disk):
+                # going on would let this node acknowledge or vote on what it never
+                # stored. No later effect of the round runs, so nothing that depends
+                # on the failed write leaves the node.
+                self._fatal(f"{type(effect).__name__} failed: {err}")
+                return
         self._schedule_flush()
         self._arm_timer()
 

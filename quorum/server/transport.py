@@ -38,6 +38,7 @@ from quorum.server.channels import exchange, open_channel
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import ProposalFailed, RaftDriver
 from quorum.server.errors import rich_status, wire_error
+from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
 
@@ -116,8 +117,12 @@ class GrpcTransport:
                 return
         except TimeoutError:  # the core asks again on its own timer
             return
+        answer = from_proto(reply)
+        if getattr(answer, "epoch", 0) > MAX_EPOCH:
+            log.warning("node %d answered with epoch %d; ignored", destination, answer.epoch)
+            return
         if self.driver is not None:
-            self.driver.receive(destination, from_proto(reply))
+            self.driver.receive(destination, answer)
 
     async def _fetch_over_stream(self, peer: int, wire: Any) -> Any:
         """One fetch over the FetchStream call kept open to `peer`. The core has at
@@ -261,11 +266,12 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     # ------------------------------------------------------------------- RPCs
 
     async def Vote(self, request: pb.VoteRequest, context: Any) -> pb.VoteResponse:
-        problems = _negative(
-            candidate_epoch=request.candidate_epoch,
-            candidate_id=request.candidate_id,
-            last_offset=request.last_offset,
-            last_offset_epoch=request.last_offset_epoch,
+        problems = request_problems(
+            {
+                "candidate_epoch": request.candidate_epoch,
+                "last_offset_epoch": request.last_offset_epoch,
+            },
+            {"candidate_id": request.candidate_id, "last_offset": request.last_offset},
         )
         await self._check(context, request.cluster_id, problems, request.candidate_id)
         msg = from_proto(request)
@@ -274,7 +280,9 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def BeginQuorumEpoch(
         self, request: pb.BeginQuorumEpochRequest, context: Any
     ) -> pb.BeginQuorumEpochResponse:
-        problems = _negative(leader_epoch=request.leader_epoch, leader_id=request.leader_id)
+        problems = request_problems(
+            {"leader_epoch": request.leader_epoch}, {"leader_id": request.leader_id}
+        )
         await self._check(context, request.cluster_id, problems, request.leader_id)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
@@ -282,7 +290,12 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def EndQuorumEpoch(
         self, request: pb.EndQuorumEpochRequest, context: Any
     ) -> pb.EndQuorumEpochResponse:
-        problems = _negative(leader_epoch=request.leader_epoch, leader_id=request.leader_id)
+        problems = request_problems(
+            {"leader_epoch": request.leader_epoch}, {"leader_id": request.leader_id}
+        )
+        problems += negative_problems(
+            **{f"preferred_successors[{i}]": s for i, s in enumerate(request.preferred_successors)}
+        )
         await self._check(context, request.cluster_id, problems, request.leader_id)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
@@ -297,11 +310,13 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             yield await self._fetch(request, context)
 
     async def _fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
-        problems = _negative(
-            replica_id=request.replica_id,
-            epoch=request.epoch,
-            fetch_offset=request.fetch_offset,
-            last_fetched_epoch=request.last_fetched_epoch,
+        problems = request_problems(
+            {"epoch": request.epoch, "last_fetched_epoch": request.last_fetched_epoch},
+            {
+                "replica_id": request.replica_id,
+                "fetch_offset": request.fetch_offset,
+                "known_high_watermark": request.known_high_watermark,
+            },
         )
         await self._check(context, request.cluster_id, problems)
         msg = from_proto(request)
@@ -310,11 +325,13 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def FetchSnapshot(
         self, request: pb.FetchSnapshotRequest, context: Any
     ) -> pb.FetchSnapshotResponse:
-        problems = _negative(
-            replica_id=request.replica_id,
-            epoch=request.epoch,
-            position=request.position,
-            end_offset=request.snapshot_id.end_offset,
+        problems = request_problems(
+            {"epoch": request.epoch, "snapshot_id.epoch": request.snapshot_id.epoch},
+            {
+                "replica_id": request.replica_id,
+                "position": request.position,
+                "snapshot_id.end_offset": request.snapshot_id.end_offset,
+            },
         )
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
@@ -484,9 +501,3 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             last_offset=result.last_offset,
             leader_id=self._driver.config.node_id,
         )
-
-
-def _negative(**fields: int) -> list[str]:
-    return [
-        f"{name} must not be negative, got {value}" for name, value in fields.items() if value < 0
-    ]

@@ -248,6 +248,9 @@ def test_a_broker_below_the_log_start_loads_a_snapshot(cluster: Cluster) -> None
 
 
 def test_a_corrupted_cache_stops_the_broker_until_told_to_rebuild(cluster: Cluster) -> None:
+    wait_online(cluster, 13)  # run alone, the agent may still be starting
+    create_topic(cluster, "cache-filler", 6, 1)
+    cluster.wait_until(lambda: caught_up(cluster, 13), 10, "broker 13 caught up")
     proc = cluster.brokers[13]
     assert proc.popen is not None
     proc.popen.send_signal(signal.SIGTERM)
@@ -386,3 +389,20 @@ def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
     seconds, answer = run(parked_then_commit())
     assert seconds < 5, seconds  # well before its 10 s max wait
     assert answer.batches and answer.batches[0].base_offset >= hw
+
+
+def test_a_sigterm_at_any_point_of_start_up_ends_the_agent_cleanly(cluster: Cluster) -> None:
+    cluster.add_brokers(14)
+    proc = cluster.brokers[14]
+    for delay_s in (0.05, 0.3, 0.8):
+        started = subprocess.Popen(
+            [str(BIN / "broker-agent"), "--config", str(proc.config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        time.sleep(delay_s)
+        started.send_signal(signal.SIGTERM)
+        _, err = started.communicate(timeout=30)
+        assert started.returncode == 0, (delay_s, err)
+        assert b"Traceback" not in err, err
