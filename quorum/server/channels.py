@@ -72,5 +72,10 @@ def open_channel(address: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(address, options=_OPTIONS)
 
 
-def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=_OPTIONS)
+def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
+    """`max_receive_bytes` is the process's `socket.request.max.bytes`: gRPC refuses
+    a larger request (RESOURCE_EXHAUSTED) before decoding it."""
+    options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
+    return grpc.aio.server(
+        options=[*options, ("grpc.max_receive_message_length", max_receive_bytes)]
+    )
