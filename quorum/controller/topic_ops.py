@@ -8,7 +8,6 @@ nothing and does not stop the valid ones.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterable
 from itertools import chain
 
@@ -19,12 +18,13 @@ from quorum.controller.leader_election import NO_LEADER, elect_leader, under_min
 from quorum.controller.metadata_image import MetadataImage, PartitionState, TopicImage
 from quorum.controller.replica_placement import BrokerInfo, place_replicas, validate_assignment
 from quorum.controller.request_limits import DEFAULTS, RequestLimits
-from quorum.controller.validation import check_partition_budget, topic_counts_problem
+from quorum.controller.validation import (
+    check_partition_budget,
+    topic_counts_problem,
+    validate_topic_name,
+)
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
-
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 Records = list[md.MetadataRecord]
 
@@ -34,24 +34,6 @@ def api_error(error: ApiError, message: str = "") -> api.ApiError:
 
 
 OK = api_error(ApiError.NONE)
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's rules: 1-249 of [a-zA-Z0-9._-], and not "." or ".."."""
-    if not name:
-        raise ControllerError(ApiError.INVALID_TOPIC_EXCEPTION, "topic name is empty")
-    if name in (".", ".."):
-        raise ControllerError(ApiError.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
-    if len(name) > MAX_TOPIC_NAME:
-        raise ControllerError(
-            ApiError.INVALID_TOPIC_EXCEPTION,
-            f"topic name is {len(name)} characters; the limit is {MAX_TOPIC_NAME}",
-        )
-    if not _LEGAL.match(name):
-        raise ControllerError(
-            ApiError.INVALID_TOPIC_EXCEPTION,
-            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'",
-        )
 
 
 def collision_warning(name: str, existing: Iterable[str]) -> str:

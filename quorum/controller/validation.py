@@ -31,6 +31,8 @@ from quorum.controller.request_limits import INT32_MAX, RequestLimits, property_
 from quorum.gen import admin_pb2 as api
 
 DEFAULT_COUNT = -1  # Kafka's "use the cluster default" on the wire
+MAX_TOPIC_NAME = 249  # Kafka's: a topic name is also a directory name on brokers
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _ASCII_INTEGER = re.compile(r"-?[0-9]+")
 _BROKER_ID = re.compile(r"[0-9]+")
 _SHOWN = 40  # characters of an offending value quoted back
@@ -248,6 +250,27 @@ def check_partition_budget(existing: int, adding: int, limits: RequestLimits) ->
 
 
 # --------------------------------------------------------------- item rules
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 of [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name:
+        raise ControllerError(ApiError.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise ControllerError(
+            ApiError.INVALID_TOPIC_EXCEPTION, f"topic name {shown(name)} is illegal"
+        )
+    if len(name) > MAX_TOPIC_NAME:
+        raise ControllerError(
+            ApiError.INVALID_TOPIC_EXCEPTION,
+            f"topic name is {len(name)} characters; the limit is {MAX_TOPIC_NAME}",
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise ControllerError(
+            ApiError.INVALID_TOPIC_EXCEPTION,
+            f"topic name {shown(name)} has characters other than ASCII letters, digits, "
+            "'.', '_', '-'",
+        )
 
 
 def topic_counts_problem(item: api.CreatableTopic) -> ControllerError | None:

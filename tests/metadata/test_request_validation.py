@@ -29,6 +29,7 @@ from quorum.controller.validation import (
     principal_problem,
     shown,
     topic_counts_problem,
+    validate_topic_name,
 )
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
@@ -328,3 +329,11 @@ def test_limits_are_controller_properties() -> None:
         with pytest.raises(ConfigError) as caught:
             parse_config({**base, key: value})
         assert caught.value.key == key
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "a/b", "orders\n", "caf\u00e9"])
+def test_topic_names_follow_kafkas_rules(name: str) -> None:
+    with pytest.raises(ControllerError) as caught:
+        validate_topic_name(name)
+    assert caught.value.error is ApiError.INVALID_TOPIC_EXCEPTION
+    validate_topic_name("a" * 249)
