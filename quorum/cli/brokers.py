@@ -13,6 +13,7 @@ from quorum.cli.bootstrap import (
     print_rows,
     render_json,
 )
+from quorum.cli.params import BROKER_ID
 from quorum.gen import admin_pb2 as api
 
 
@@ -78,7 +79,7 @@ def list_brokers(bootstrap: str | None, cluster_id: str, output: str) -> None:
 
 
 @brokers_group.command("unregister")
-@click.option("--id", "broker_id", type=int, required=True, help="The broker id.")
+@click.option("--id", "broker_id", type=BROKER_ID, required=True, help="The broker id.")
 @connection_options
 def unregister(broker_id: int, bootstrap: str | None, cluster_id: str, output: str) -> None:
     """Forget a broker (KIP-919): it is fenced first, its leaderships moved.

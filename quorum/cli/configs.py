@@ -12,6 +12,7 @@ from quorum.cli.bootstrap import (
     render_json,
     render_table,
 )
+from quorum.cli.params import parse_int
 from quorum.gen import admin_pb2 as api
 
 ENTITY_TYPES = {"topics": api.TOPIC, "brokers": api.BROKER, "cluster": api.CLUSTER}
@@ -24,6 +25,13 @@ def _resource(entity_type: str, entity_name: str | None) -> tuple[int, str]:
         return api.CLUSTER, ""
     if not entity_name:
         raise click.UsageError(f"--entity-type {entity_type} needs --entity-name")
+    if entity_type == "brokers":
+        try:
+            parse_int(entity_name, 0)
+        except ValueError as err:
+            raise click.BadParameter(
+                f"a broker is named by its id: {err}", param_hint="--entity-name"
+            ) from None
     return ENTITY_TYPES[entity_type], entity_name
 
 

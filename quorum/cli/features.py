@@ -10,6 +10,7 @@ from quorum.cli.bootstrap import (
     parse_bootstrap,
     print_rows,
 )
+from quorum.cli.params import parse_int
 from quorum.gen import admin_pb2 as api
 
 
@@ -58,9 +59,14 @@ def upgrade(
     updates = []
     for pair in features:
         name, sep, level = pair.partition("=")
-        if not sep or not level.isdigit():
+        try:
+            # Level 0 would remove the feature: not an upgrade.
+            number = parse_int(level, 1) if sep and name else None
+        except ValueError as err:
+            raise click.BadParameter(f"{pair!r}: {err}", param_hint="--feature") from None
+        if number is None:
             raise click.BadParameter(f"{pair!r} is not name=level", param_hint="--feature")
-        updates.append(api.FeatureUpdate(feature=name, max_version_level=int(level)))
+        updates.append(api.FeatureUpdate(feature=name, max_version_level=number))
     reply = call_admin(
         parse_bootstrap(bootstrap),
         cluster_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from quorum.cli.log_tools import dir_option, output_option, render_compact
 from quorum.controller.codec import decode, record_type
 from quorum.raft.records import SnapshotId
 from snapshots.errors import SnapshotCorruptionError
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 @click.group("snapshot")
@@ -77,7 +80,8 @@ def inspect(directory: Path, output: str, which: str, keys_only: bool) -> None:
         chosen = ids[-1]
     else:
         end, sep, epoch = which.partition("-")
-        if not sep or not end.isdigit() or not epoch.isdigit():
+        # ASCII digits only: str.isdigit() also takes "²", which int() then refuses.
+        if not sep or not _DIGITS.fullmatch(end) or not _DIGITS.fullmatch(epoch):
             raise click.BadParameter(f"{which!r} is not END_OFFSET-EPOCH", param_hint="--snapshot")
         chosen = SnapshotId(int(end), int(epoch))
         if chosen not in ids:

@@ -15,6 +15,7 @@ from quorum.cli.bootstrap import (
     print_rows,
     render_json,
 )
+from quorum.cli.params import BROKER_ID, COUNT, parse_int
 from quorum.gen import admin_pb2 as api
 
 CREATE_BATCH = 50
@@ -31,14 +32,19 @@ def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def parse_assignment(text: str) -> list[api.ReplicaAssignment]:
-    """Kafka's `--replica-assignment 1:2:3,2:3:1`: partitions by comma, replicas by colon."""
+    """Kafka's `--replica-assignment 1:2:3,2:3:1`: partitions by comma, replicas by colon.
+    An empty one is an error, not "no assignment": it would create a default topic."""
+    if not text.strip():
+        raise click.BadParameter(
+            "is empty; give e.g. 1:2:3,2:3:1", param_hint="--replica-assignment"
+        )
     assignments = []
     for index, part in enumerate(text.split(",")):
         try:
-            brokers = [int(b) for b in part.split(":")]
-        except ValueError:
+            brokers = [parse_int(b, BROKER_ID.low) for b in part.split(":")]
+        except ValueError as err:
             raise click.BadParameter(
-                f"{part!r} is not broker:broker:...", param_hint="--replica-assignment"
+                f"{part!r} is not broker:broker:... ({err})", param_hint="--replica-assignment"
             ) from None
         assignments.append(api.ReplicaAssignment(partition_index=index, broker_ids=brokers))
     return assignments
@@ -57,8 +63,10 @@ def topics_group() -> None:
 
 @topics_group.command("create")
 @click.argument("names", nargs=-1)
-@click.option("--partitions", type=int, default=-1, help="Partition count (default: cluster's).")
-@click.option("--replication-factor", type=int, default=-1, help="Replicas per partition.")
+@click.option("--partitions", type=COUNT, help="Partition count (default: the cluster's).")
+@click.option(
+    "--replication-factor", type=COUNT, help="Replicas per partition (default: the cluster's)."
+)
 @click.option("--replica-assignment", help="Explicit replicas, e.g. 1:2:3,2:3:1.")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config.")
 @click.option("--if-not-exists", is_flag=True, help="An existing topic is not an error.")
@@ -71,8 +79,8 @@ def topics_group() -> None:
 @connection_options
 def create(
     names: tuple[str, ...],
-    partitions: int,
-    replication_factor: int,
+    partitions: int | None,
+    replication_factor: int | None,
     replica_assignment: str | None,
     configs: tuple[str, ...],
     if_not_exists: bool,
@@ -95,13 +103,13 @@ def create(
         wanted += [line.strip() for line in from_file.read_text().splitlines() if line.strip()]
     if not wanted:
         raise click.UsageError("name at least one topic (or --from-file)")
-    if replica_assignment and (partitions != -1 or replication_factor != -1):
+    if replica_assignment is not None and (partitions or replication_factor):
         raise click.UsageError(
             "--replica-assignment excludes --partitions and --replication-factor"
         )
     addresses = parse_bootstrap(bootstrap)
     topic_configs = parse_configs(configs)
-    assignment = parse_assignment(replica_assignment) if replica_assignment else []
+    assignment = parse_assignment(replica_assignment) if replica_assignment is not None else []
     results: list[api.CreatableTopicResult] = []
     batches = [wanted[i : i + CREATE_BATCH] for i in range(0, len(wanted), CREATE_BATCH)]
     with click.progressbar(
@@ -116,8 +124,8 @@ def create(
                 request.topics.append(
                     api.CreatableTopic(
                         name=name,
-                        num_partitions=partitions,
-                        replication_factor=replication_factor,
+                        num_partitions=partitions or -1,
+                        replication_factor=replication_factor or -1,
                         assignments=assignment,
                         configs=topic_configs,
                     )
@@ -287,7 +295,7 @@ def partition_row(t: api.TopicDescription, p: api.PartitionDescription) -> dict[
 
 @topics_group.command("alter")
 @click.option("--topic", required=True, help="The topic.")
-@click.option("--partitions", type=int, required=True, help="The new total partition count.")
+@click.option("--partitions", type=COUNT, required=True, help="The new total partition count.")
 @click.option("--validate-only", is_flag=True, help="Check, change nothing.")
 @connection_options
 def alter(

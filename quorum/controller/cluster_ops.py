@@ -9,17 +9,17 @@ from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import new_uuid, wrap
 from quorum.controller.metadata_image import AclEntry, MetadataImage
 from quorum.controller.topic_ops import OK, Records, api_error
+from quorum.controller.validation import (
+    acl_binding_problem,
+    broker_name_problem,
+    feature_level_problem,
+)
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
 
 PRODUCER_ID_BLOCK = 1000
 
-# Kafka's ids (see proto/admin.proto).
-ACL_RESOURCE_TYPES = {2, 3, 4, 5}  # TOPIC GROUP CLUSTER TRANSACTIONAL_ID
-ACL_PATTERNS = {3, 4}  # LITERAL PREFIXED
-ACL_OPERATIONS = set(range(2, 13))  # ALL .. IDEMPOTENT_WRITE
-ACL_PERMISSIONS = {2, 3}  # DENY ALLOW
-ANY = 1
+ANY = 1  # Kafka's wildcard id in ACL filters
 
 # Features this controller can run at: name -> (min, max) level.
 SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 0)}
@@ -33,8 +33,9 @@ def _check_resource(image: MetadataImage, rtype: int, name: str) -> None:
         if image.topic(name) is None:
             raise ControllerError(ApiError.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
     elif rtype == cs.BROKER:
-        if not name.isdigit():
-            raise ControllerError(ApiError.INVALID_REQUEST, f"broker name {name!r} is not an id")
+        problem = broker_name_problem(name)
+        if problem is not None:
+            raise ControllerError(ApiError.INVALID_REQUEST, problem)
     elif rtype == cs.CLUSTER:
         if name:
             raise ControllerError(
@@ -112,22 +113,6 @@ def describe_configs(
 # ---------------------------------------------------------------------- ACLs
 
 
-def _acl_problem(b: api.AclBinding) -> str | None:
-    if b.resource_type not in ACL_RESOURCE_TYPES:
-        return f"unknown resource type {b.resource_type}"
-    if b.pattern_type not in ACL_PATTERNS:
-        return f"pattern type must be LITERAL (3) or PREFIXED (4), got {b.pattern_type}"
-    if b.operation not in ACL_OPERATIONS:
-        return f"unknown operation {b.operation}"
-    if b.permission_type not in ACL_PERMISSIONS:
-        return f"permission must be DENY (2) or ALLOW (3), got {b.permission_type}"
-    if ":" not in b.principal or b.principal.startswith(":"):
-        return f"principal {b.principal!r} is not Type:name (e.g. User:alice)"
-    if not b.resource_name or not b.host:
-        return "resource name and host are required ('*' matches any)"
-    return None
-
-
 def _binding(acl: AclEntry) -> api.AclBinding:
     return api.AclBinding(
         resource_type=acl.resource_type,
@@ -153,7 +138,7 @@ def build_create_acls(
     response = api.CreateAclsResponse()
     for binding in request.creations:
         result = response.results.add()
-        problem = _acl_problem(binding)
+        problem = acl_binding_problem(binding)
         if problem is not None:
             result.error.CopyFrom(api_error(ApiError.INVALID_REQUEST, problem))
             continue
@@ -267,6 +252,8 @@ def build_update_features(
         level = update.max_version_level
         if supported is None:
             problem = f"feature {update.feature!r} is not supported here"
+        elif (level_problem := feature_level_problem(update, current)) is not None:
+            problem = level_problem
         elif level < current and not update.allow_downgrade:
             problem = f"{update.feature} is at {current}; lowering it needs allow_downgrade"
         elif level != 0 and not supported[0] <= level <= supported[1]:

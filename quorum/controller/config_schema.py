@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.validation import is_ascii_integer
 
 TOPIC = 2
 BROKER = 4
@@ -30,10 +31,11 @@ class ConfigKey:
 
 def _int(low: int, high: int = INT_MAX) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
-        try:
-            number = int(value)
-        except ValueError:
-            return "must be an integer"
+        # ASCII digits only: int() would also take "1_000", " 5", Arabic-Indic or
+        # fullwidth digits, stored verbatim then, which no Kafka client parses.
+        if not is_ascii_integer(value):
+            return "must be an integer in ASCII digits"
+        number = int(value)
         if not low <= number <= high:
             return f"must be between {low} and {high}"
         return None

@@ -8,7 +8,6 @@ nothing and does not stop the valid ones.
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable, Iterable
 from itertools import chain
 
@@ -18,11 +17,14 @@ from quorum.controller.codec import new_uuid, wrap
 from quorum.controller.leader_election import NO_LEADER, elect_leader, under_min_isr
 from quorum.controller.metadata_image import MetadataImage, PartitionState, TopicImage
 from quorum.controller.replica_placement import BrokerInfo, place_replicas, validate_assignment
+from quorum.controller.request_limits import DEFAULTS, RequestLimits
+from quorum.controller.validation import (
+    check_partition_budget,
+    topic_counts_problem,
+    validate_topic_name,
+)
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
-
-MAX_TOPIC_NAME = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 Records = list[md.MetadataRecord]
 
@@ -32,24 +34,6 @@ def api_error(error: ApiError, message: str = "") -> api.ApiError:
 
 
 OK = api_error(ApiError.NONE)
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's rules: 1-249 of [a-zA-Z0-9._-], and not "." or ".."."""
-    if not name:
-        raise ControllerError(ApiError.INVALID_TOPIC_EXCEPTION, "topic name is empty")
-    if name in (".", ".."):
-        raise ControllerError(ApiError.INVALID_TOPIC_EXCEPTION, f"topic name {name!r} is illegal")
-    if len(name) > MAX_TOPIC_NAME:
-        raise ControllerError(
-            ApiError.INVALID_TOPIC_EXCEPTION,
-            f"topic name is {len(name)} characters; the limit is {MAX_TOPIC_NAME}",
-        )
-    if not _LEGAL.match(name):
-        raise ControllerError(
-            ApiError.INVALID_TOPIC_EXCEPTION,
-            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'",
-        )
 
 
 def collision_warning(name: str, existing: Iterable[str]) -> str:
@@ -115,11 +99,6 @@ def _assignment_from_request(
     first: int = 0,
 ) -> list[tuple[int, ...]]:
     if explicit:
-        if num_partitions > 0 or replication_factor > 0:
-            raise ControllerError(
-                ApiError.INVALID_REQUEST,
-                "give either replica assignments or partitions/replication factor, not both",
-            )
         by_partition = {a.partition_index: tuple(a.broker_ids) for a in explicit}
         if len(by_partition) != len(explicit):
             raise ControllerError(
@@ -127,17 +106,42 @@ def _assignment_from_request(
             )
         validate_assignment(by_partition, set(image.brokers), first)
         return [by_partition[p] for p in sorted(by_partition)]
-    cluster = image.config(cs.CLUSTER, "")
     if num_partitions <= 0:
-        num_partitions = int(cluster.get("num.partitions", "1"))
+        num_partitions = default_partitions(image)
     if replication_factor <= 0:
-        replication_factor = int(cluster.get("default.replication.factor", "1"))
+        replication_factor = int(
+            image.config(cs.CLUSTER, "").get("default.replication.factor", "1")
+        )
     return place_replicas(num_partitions, replication_factor, usable_brokers(image), rng, first)
 
 
+def default_partitions(image: MetadataImage) -> int:
+    return int(image.config(cs.CLUSTER, "").get("num.partitions", "1"))
+
+
+def _partitions_to_create(image: MetadataImage, request: api.CreateTopicsRequest) -> int:
+    """What the request would add if every item were valid, defaults resolved."""
+    default = default_partitions(image)
+    total = 0
+    for item in request.topics:
+        if item.assignments:
+            total += len(item.assignments)
+        elif item.num_partitions in (0, -1):
+            total += default
+        elif item.num_partitions > 0:
+            total += item.num_partitions
+    return total
+
+
 def build_create_topics(
-    image: MetadataImage, request: api.CreateTopicsRequest, rng: random.Random
+    image: MetadataImage,
+    request: api.CreateTopicsRequest,
+    rng: random.Random,
+    limits: RequestLimits = DEFAULTS,
 ) -> tuple[Records, api.CreateTopicsResponse]:
+    """Refuses the whole request (ControllerError) past the partition limits,
+    before any placement runs; otherwise answers per topic."""
+    check_partition_budget(image.partition_count, _partitions_to_create(image, request), limits)
     records: Records = []
     response = api.CreateTopicsResponse()
     seen: set[str] = set()
@@ -155,6 +159,9 @@ def build_create_topics(
                 raise ControllerError(
                     ApiError.TOPIC_ALREADY_EXISTS, f"topic {item.name!r} already exists"
                 )
+            problem = topic_counts_problem(item)
+            if problem is not None:
+                raise problem
             assignment = _assignment_from_request(
                 image, item.num_partitions, item.replication_factor, list(item.assignments), rng
             )
@@ -215,8 +222,19 @@ def build_delete_topics(
 
 
 def build_create_partitions(
-    image: MetadataImage, request: api.CreatePartitionsRequest, rng: random.Random
+    image: MetadataImage,
+    request: api.CreatePartitionsRequest,
+    rng: random.Random,
+    limits: RequestLimits = DEFAULTS,
 ) -> tuple[Records, api.CreatePartitionsResponse]:
+    """Refuses the whole request (ControllerError) past the partition limits,
+    before any placement runs; otherwise answers per topic."""
+    adding = 0
+    for item in request.topics:
+        topic = image.topic(item.name)
+        if topic is not None and item.count > len(topic.partitions):
+            adding += item.count - len(topic.partitions)
+    check_partition_budget(image.partition_count, adding, limits)
     records: Records = []
     response = api.CreatePartitionsResponse()
     for item in request.topics:

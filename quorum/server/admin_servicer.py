@@ -24,6 +24,8 @@ from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.quorum_controller import NotController, WriteQueue
+from quorum.controller.request_limits import RequestLimits
+from quorum.controller.validation import check_request
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
@@ -49,8 +51,10 @@ class MetadataController:
         addresses: Mapping[int, str],
         rng: random.Random | None = None,
         session_timeout_s: float = 9.0,
+        limits: RequestLimits | None = None,
     ) -> None:
         self.driver = driver
+        self.limits = limits or RequestLimits()
         self.image = image
         self.cluster_id = cluster_id
         self.addresses = dict(addresses)
@@ -96,6 +100,16 @@ class MetadataController:
                     f"request for cluster {cluster_id!r}, this is cluster {self.cluster_id!r}",
                 )
             )
+
+    async def admit(self, context: Any, request: Any) -> None:
+        """The edge: the cluster id, then the request's bounds, before it waits for
+        the write queue or reads the image; a refusal changes nothing."""
+        await self.check(context, request.cluster_id)
+        try:
+            check_request(request, self.limits)
+        except ControllerError as err:
+            self.errors += 1
+            await context.abort_with_status(rich_status(err.error, err.message))
 
     async def write(
         self, context: Any, cluster_id: str, build: Callable[[], tuple[list[Any], T]]
@@ -168,52 +182,62 @@ class AdminServicer(api_grpc.AdminServicer):
     # ------------------------------------------------------------------ writes
 
     async def CreateTopics(self, request: api.CreateTopicsRequest, context: Any) -> Any:
-        image, rng = self.c.image, self.c.rng
+        await self.c.admit(context, request)
+        image, rng, limits = self.c.image, self.c.rng, self.c.limits
         return await self.c.write(
-            context, request.cluster_id, lambda: topic_ops.build_create_topics(image, request, rng)
+            context,
+            request.cluster_id,
+            lambda: topic_ops.build_create_topics(image, request, rng, limits),
         )
 
     async def DeleteTopics(self, request: api.DeleteTopicsRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: topic_ops.build_delete_topics(image, request)
         )
 
     async def CreatePartitions(self, request: api.CreatePartitionsRequest, context: Any) -> Any:
-        image, rng = self.c.image, self.c.rng
+        await self.c.admit(context, request)
+        image, rng, limits = self.c.image, self.c.rng, self.c.limits
         return await self.c.write(
             context,
             request.cluster_id,
-            lambda: topic_ops.build_create_partitions(image, request, rng),
+            lambda: topic_ops.build_create_partitions(image, request, rng, limits),
         )
 
     async def IncrementalAlterConfigs(
         self, request: api.IncrementalAlterConfigsRequest, context: Any
     ) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: cluster_ops.build_alter_configs(image, request)
         )
 
     async def CreateAcls(self, request: api.CreateAclsRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image, rng = self.c.image, self.c.rng
         return await self.c.write(
             context, request.cluster_id, lambda: cluster_ops.build_create_acls(image, request, rng)
         )
 
     async def DeleteAcls(self, request: api.DeleteAclsRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: cluster_ops.build_delete_acls(image, request)
         )
 
     async def ElectLeaders(self, request: api.ElectLeadersRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: partition_ops.build_elect_leaders(image, request)
         )
 
     async def AlterPartition(self, request: api.AlterPartitionRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: partition_ops.build_alter_partition(image, request)
@@ -222,6 +246,7 @@ class AdminServicer(api_grpc.AdminServicer):
     async def AllocateProducerIds(
         self, request: api.AllocateProducerIdsRequest, context: Any
     ) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context,
@@ -230,12 +255,14 @@ class AdminServicer(api_grpc.AdminServicer):
         )
 
     async def UpdateFeatures(self, request: api.UpdateFeaturesRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         image = self.c.image
         return await self.c.write(
             context, request.cluster_id, lambda: cluster_ops.build_update_features(image, request)
         )
 
     async def UnregisterBroker(self, request: api.UnregisterBrokerRequest, context: Any) -> Any:
+        await self.c.admit(context, request)
         registry = self.c.registry
         await self.c.write(
             context, request.cluster_id, lambda: registry.build_unregister(request.broker_id)
@@ -245,19 +272,19 @@ class AdminServicer(api_grpc.AdminServicer):
     # ------------------------------------------------------------------- reads
 
     async def ListTopics(self, request: api.ListTopicsRequest, context: Any) -> Any:
-        await self.c.check(context, request.cluster_id)
+        await self.c.admit(context, request)
         return topic_ops.list_topics(self.c.image)
 
     async def DescribeTopics(self, request: api.DescribeTopicsRequest, context: Any) -> Any:
-        await self.c.check(context, request.cluster_id)
+        await self.c.admit(context, request)
         return topic_ops.describe_topics(self.c.image, request)
 
     async def DescribeConfigs(self, request: api.DescribeConfigsRequest, context: Any) -> Any:
-        await self.c.check(context, request.cluster_id)
+        await self.c.admit(context, request)
         return cluster_ops.describe_configs(self.c.image, request)
 
     async def DescribeAcls(self, request: api.DescribeAclsRequest, context: Any) -> Any:
-        await self.c.check(context, request.cluster_id)
+        await self.c.admit(context, request)
         return cluster_ops.describe_acls(self.c.image, request)
 
     async def DescribeCluster(self, request: api.DescribeClusterRequest, context: Any) -> Any:

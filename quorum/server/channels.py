@@ -74,5 +74,17 @@ def open_channel(address: str) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(address, options=_OPTIONS)
 
 
-def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=_OPTIONS, interceptors=[RejectMalformedRequests()])
+def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
+    """`max_receive_bytes` is the process's `socket.request.max.bytes`: gRPC refuses
+    a larger request (RESOURCE_EXHAUSTED) before decoding it. SO_REUSEPORT is off
+    (gRPC turns it on by default), so a second process given a busy port fails at
+    start-up instead of sharing the port and taking half of the calls."""
+    options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
+    return grpc.aio.server(
+        options=[
+            *options,
+            ("grpc.max_receive_message_length", max_receive_bytes),
+            ("grpc.so_reuseport", 0),
+        ],
+        interceptors=[RejectMalformedRequests()],
+    )

@@ -43,6 +43,12 @@ Ours (Kafka has no such key):
                                                log4j spellings)
 =============================================  =========================================
 
+Request limits (quorum/controller/request_limits.py, which owns their names and
+defaults): ``socket.request.max.bytes`` (Kafka's), ``max.partitions`` (KIP-578's
+cluster-wide cap), ``controller.max.partitions.per.request``,
+``controller.max.request.items``, ``controller.max.name.length`` and
+``controller.max.config.value.length``.
+
 Everything is checked before the process does anything: an unknown key (with the
 closest known one suggested, since a misspelt timeout would otherwise silently
 fall back to its default), a key given twice in a file, a value the key does not
@@ -60,6 +66,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import javaproperties
+
+from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
+from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
+from quorum.controller.request_limits import RequestLimits, default_of, limits_from
 
 __all__ = [
     "KAFKA_KEYS",
@@ -99,7 +109,7 @@ OUR_KEYS: tuple[str, ...] = (
     "metadata.snapshot.retain.count",
     "log.level",
 )
-KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS
+KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -168,6 +178,7 @@ class ControllerConfig:
     snapshot_retain_count: int
     broker_session_timeout_ms: int = 9000
     log_level: str = "INFO"
+    request_limits: RequestLimits = DEFAULT_LIMITS
     source: Path | None = None
 
     @property
@@ -196,6 +207,8 @@ class ControllerConfig:
             f"http://{self.metrics_listener.address()}" if self.metrics_listener else ""
         )
         props["log.level"] = self.log_level
+        for prop in LIMIT_PROPERTIES:
+            props[prop.key] = str(getattr(self.request_limits, prop.field))
         return props
 
 
@@ -282,6 +295,12 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
     raw_metrics = props.get("metrics.listener", "")
     metrics = url("metrics.listener", raw_metrics) if raw_metrics else None
     level = log_level(props.get("log.level", "") or "INFO")
+    limits = limits_from(
+        {
+            p.field: integer(props, p.key, IntSpec(p.field, default_of(p), p.minimum))
+            for p in LIMIT_PROPERTIES
+        }
+    )
 
     if roles == (CONTROLLER,):
         if node_id not in voter_map:
@@ -341,6 +360,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         snapshot_retain_count=ints["snapshot_retain_count"],
         broker_session_timeout_ms=ints["broker_session_timeout_ms"],
         log_level=level,
+        request_limits=limits,
         source=source,
     )
 

@@ -106,6 +106,7 @@ class Controller:
                 config.request_timeout_ms,
                 validate_record=only_noop,
                 add_services=self._add_admin_services,
+                max_request_bytes=config.request_limits.socket_request_max_bytes,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
         except BaseException:
@@ -175,6 +176,7 @@ class Controller:
             self.cluster_id,
             addresses,
             session_timeout_s=self.config.broker_session_timeout_ms / 1000,
+            limits=self.config.request_limits,
         )
         return add_servicers(server, self.controller)
 

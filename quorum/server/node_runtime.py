@@ -20,7 +20,7 @@ from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
-from quorum.server.channels import new_server
+from quorum.server.channels import MAX_MESSAGE_BYTES, new_server
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
@@ -45,6 +45,7 @@ class QuorumNode:
         request_timeout_ms: int = 2000,
         validate_record: Callable[[bytes], str | None] | None = None,
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
+        max_request_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -53,7 +54,7 @@ class QuorumNode:
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.transport.driver = self.driver
-        self.server = new_server()
+        self.server = new_server(max_request_bytes)
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.server.config import (
     KAFKA_KEYS,
     KNOWN_KEYS,
@@ -140,7 +141,7 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "metadata.snapshot.retain.count",
         "log.level",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 22
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 22 + len(LIMIT_PROPERTIES)
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:
