@@ -170,3 +170,11 @@ CHART_REFUSALS: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(("values", "message"), CHART_REFUSALS)
 def test_chart_refuses(values: dict[str, Any], message: str) -> None:
     assert message in render_error(values)
+
+
+def test_kubernetes_older_than_the_grpc_probe_is_refused() -> None:
+    error = render_error(extra=["--kube-version", "1.26.0"])
+    assert (
+        "chart requires kubeVersion: >=1.27.0-0 which is incompatible with Kubernetes v1.26.0"
+        in (error)
+    )
