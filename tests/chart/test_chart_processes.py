@@ -338,3 +338,17 @@ def test_sigterm_ends_brokers_cleanly_within_their_grace_period(deployment: Depl
         assert proc.popen is not None
         code = proc.popen.wait(max(1.0, grace - (time.monotonic() - started)))
         assert code == 0, proc.log_text()
+
+
+def test_sigterm_lets_the_leader_resign_within_its_grace_period(deployment: Deployment) -> None:
+    """Runs after the brokers stopped: the leader hands over with EndQuorumEpoch and
+    exits cleanly in time, and the other two voters elect a successor."""
+    cluster = deployment.cluster
+    spec = deployment.rendered.controllers["spec"]["template"]["spec"]
+    leader = cluster.wait_for_leader(timeout_s=30).leader_id
+    popen = cluster.procs[leader].popen
+    assert popen is not None
+    popen.send_signal(signal.SIGTERM)
+    assert popen.wait(spec["terminationGracePeriodSeconds"]) == 0, cluster.logs()
+    survivors = [n for n in cluster.procs if n != leader]
+    assert cluster.wait_for_leader(among=survivors, timeout_s=30).leader_id in survivors

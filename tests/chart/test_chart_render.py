@@ -4,11 +4,13 @@ values the chart must refuse with the schema's or the chart's own message."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import kubernetes_validate
 import pytest
-from chart_render import lint, of_kind, render, render_error
+import yaml
+from chart_render import CHART, lint, of_kind, render, render_error
 
 # Every value set is linted, rendered and validated.
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -178,3 +180,29 @@ def test_kubernetes_older_than_the_grpc_probe_is_refused() -> None:
         "chart requires kubeVersion: >=1.27.0-0 which is incompatible with Kubernetes v1.26.0"
         in (error)
     )
+
+
+def test_schema_describes_every_value() -> None:
+    """Every key of values.yaml has a schema entry with a type and a description, and
+    the schema names no value that values.yaml lacks."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    missing: list[str] = []
+
+    def walk(value: Any, node: dict[str, Any], where: str) -> None:
+        if "description" not in node or not ("type" in node or "anyOf" in node):
+            missing.append(where)
+        properties = node.get("properties")
+        if isinstance(value, dict) and properties is not None:
+            for key, sub in value.items():
+                if key not in properties:
+                    missing.append(f"{where}.{key}".lstrip("."))
+                else:
+                    walk(sub, properties[key], f"{where}.{key}".lstrip("."))
+            if node.get("additionalProperties") is False:
+                extra = set(properties) - set(value) - {"global"}
+                missing.extend(f"{where}.{key} (not in values.yaml)" for key in extra)
+
+    for key, value in values.items():
+        walk(value, schema["properties"][key], key)
+    assert not missing, missing
