@@ -189,7 +189,7 @@ class _QuorumClient:
         from quorum.controller.codec import noop  # the raw write path takes NoOp records
 
         record = noop(key + b"=" + value)
-        await self._client.write([record], attempt_timeout_s=attempt_timeout_s)
+        await self._client.write([record], attempt_timeout_s=attempt_timeout_s or 10.0)
 
     async def close(self) -> None:
         await self._client.close()

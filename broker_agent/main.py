@@ -24,6 +24,7 @@ from broker_agent.metrics import AgentMetrics
 from quorum.admin_client import AdminError
 from quorum.log.errors import StorageError
 from quorum.log.file_log import wall_clock_ms
+from quorum.server.channels import ListenerError
 from quorum.server.config import ConfigError
 from quorum.server.meta_properties import StorageFormatError, check_directory
 from snapshots.errors import SnapshotCorruptionError
@@ -88,7 +89,13 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         loop.add_signal_handler(sig, agent.request_stop)
     metrics_at = "disabled"
     if config.metrics_listener is not None:
-        port = metrics.start(config.metrics_listener.host, config.metrics_listener.port)
+        try:
+            port = metrics.start(config.metrics_listener.host, config.metrics_listener.port)
+        except ListenerError as err:
+            print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+            trace.close()
+            cache.close()
+            return EXIT_STARTUP
         metrics_at = f"http://{config.metrics_listener.host}:{port}/metrics"
     log.info(
         "broker %d of cluster %s starting at metadata offset %d; controllers %s; metrics %s",

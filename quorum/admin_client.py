@@ -2,6 +2,12 @@
 controller by itself: it follows NOT_CONTROLLER hints (the active controller's
 address in the rich status) and moves on from unreachable controllers, with no
 fixed back-off beyond a short pause after a full round of failures.
+
+It remembers the controller that last answered and, when that one fails, goes
+on round the bootstrap list from where it stopped (not from the first address
+every time, which a frozen first controller would stall forever). No single
+attempt gets more than `attempt_timeout_s` (plus a fetch's own long poll), so a
+frozen controller costs one attempt, not the caller's whole deadline.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from quorum.server.channels import exchange, open_channel
 from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.05
+ATTEMPT_TIMEOUT_S = 10.0
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
@@ -41,12 +48,19 @@ class NoControllerError(Exception):
 
 
 class AdminClient:
-    def __init__(self, bootstrap: Sequence[str], cluster_id: str = "") -> None:
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        cluster_id: str = "",
+        attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+    ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
+        self.attempt_timeout_s = attempt_timeout_s
         self._active: str | None = None
+        self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
         self._fetch_stream_address = ""
@@ -67,15 +81,17 @@ class AdminClient:
             request.cluster_id = self.cluster_id
         give_up = time.monotonic() + deadline_s
         tried: list[str] = []
-        index = 0
         while time.monotonic() < give_up:
-            address, index = await self._pick(index)
+            address = await self._pick()
             stub = stub_type(self._channel(address))
             try:
-                timeout = max(0.05, give_up - time.monotonic())
-                return await getattr(stub, method)(request, timeout=timeout)
+                timeout = max(0.05, min(self.attempt_timeout_s, give_up - time.monotonic()))
+                reply = await getattr(stub, method)(request, timeout=timeout)
             except grpc.aio.AioRpcError as err:
                 await self._route(err, address, tried)
+                continue
+            self._active = address
+            return reply
         raise NoControllerError(
             f"no active controller answered {method} within {deadline_s}s; tried "
             + ", ".join(tried[-len(self.bootstrap) :] or self.bootstrap)
@@ -96,16 +112,16 @@ class AdminClient:
             return
         raise AdminError(error) from err
 
-    async def _pick(self, index: int) -> tuple[str, int]:
+    async def _pick(self) -> str:
         """The active controller when known, else the next bootstrap address (with a
         short pause after each full round)."""
         if self._active is not None:
-            return self._active, index
-        address = self.bootstrap[index % len(self.bootstrap)]
-        index += 1
-        if index % len(self.bootstrap) == 0:
+            return self._active
+        address = self.bootstrap[self._next % len(self.bootstrap)]
+        self._next += 1
+        if self._next % len(self.bootstrap) == 0:
             await asyncio.sleep(ROUND_PAUSE_S)
-        return address, index
+        return address
 
     async def metadata_fetch(
         self, request: bpb.MetadataFetchRequest, deadline_s: float = 30.0
@@ -116,17 +132,18 @@ class AdminClient:
         if not request.cluster_id:
             request.cluster_id = self.cluster_id
         give_up = time.monotonic() + deadline_s
+        attempt_s = self.attempt_timeout_s + max(0, request.max_wait_ms) / 1000
         tried: list[str] = []
-        index = 0
         while time.monotonic() < give_up:
             if self._fetch_stream is None:
-                address, index = await self._pick(index)
+                address = await self._pick()
                 stub = bpb_grpc.BrokerLifecycleStub(self._channel(address))
                 self._fetch_stream, self._fetch_stream_address = stub.MetadataFetchStream(), address
             call, address = self._fetch_stream, self._fetch_stream_address
             self._fetch_stream = None  # back only after a clean answer
             try:
-                response = await exchange(call, request, max(0.05, give_up - time.monotonic()))
+                timeout = max(0.05, min(attempt_s, give_up - time.monotonic()))
+                response = await exchange(call, request, timeout)
             except grpc.aio.AioRpcError as err:
                 await self._route(err, address, tried)
                 continue
@@ -135,6 +152,7 @@ class AdminClient:
                 tried.append(f"{address}: {err or 'no answer in time'}")
                 continue
             self._fetch_stream = call
+            self._active = address
             return response  # type: ignore[no-any-return]
         raise NoControllerError(
             f"no active controller answered MetadataFetch within {deadline_s}s; tried "

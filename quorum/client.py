@@ -27,6 +27,10 @@ from quorum.server.channels import exchange, open_channel
 from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.005
+# No attempt waits longer than this for one address, so a frozen leader costs one
+# attempt rather than the caller's whole deadline (keepalive usually drops its
+# connection sooner; see `channels.KEEPALIVE_MS`).
+ATTEMPT_TIMEOUT_S = 10.0
 
 
 class QuorumClientError(Exception):
@@ -83,7 +87,7 @@ class QuorumClient:
     async def write(
         self,
         records: Sequence[bytes],
-        attempt_timeout_s: float | None = None,
+        attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
         deadline_s: float = 10.0,
     ) -> WriteResult:
         """Append records durably on a majority; returns once they are committed."""
@@ -93,9 +97,7 @@ class QuorumClient:
         last_error = "no attempt made"
         while time.monotonic() < give_up:
             address = self._target()
-            timeout = max(0.001, give_up - time.monotonic())
-            if attempt_timeout_s is not None:
-                timeout = min(timeout, attempt_timeout_s)
+            timeout = max(0.001, min(attempt_timeout_s, give_up - time.monotonic()))
             try:
                 reply = await self._write_over_stream(address, request, timeout)
             except TimeoutError:

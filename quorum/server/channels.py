@@ -22,6 +22,24 @@ _OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
 
+# A peer that froze (SIGSTOP, a stalled VM) keeps its TCP connections open, so a
+# call to it waits out its whole deadline unless the channel notices. Clients ping
+# every KEEPALIVE_MS and drop a connection whose ping goes unanswered for as long;
+# a new connection must finish its handshake within CONNECT_TIMEOUT_MS.
+KEEPALIVE_MS = 1000
+CONNECT_TIMEOUT_MS = 1000
+# gRPC's default reconnect back-off grows to 120 s: after a peer came back, a node
+# would wait up to that long (30 s seen) before trying it again, and flip between
+# roles meanwhile. Controllers cap it at their election timeout.
+DEFAULT_MAX_RECONNECT_BACKOFF_MS = 1000
+
+_SERVER_KEEPALIVE_OPTIONS = [
+    # Accept the clients' pings, also between calls (else GOAWAY "too_many_pings").
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
 
 async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
     """One request and its answer on a stream-stream call that carries one
@@ -70,8 +88,44 @@ class _Expiry:
         self.call.cancel()
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=_OPTIONS)
+class ListenerError(Exception):
+    """A listener could not be opened (the port is taken, or the host is not ours)."""
+
+
+def listen(server: grpc.aio.Server, address: str) -> int:
+    """Bind `server` to `address`; its port, or ListenerError with a clear reason."""
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as err:
+        raise ListenerError(
+            f"cannot listen on {address}: the port is in use or the host is not an "
+            f"address of this machine ({err})"
+        ) from err
+    if port == 0:
+        raise ListenerError(f"cannot listen on {address}: the port is in use")
+    return int(port)
+
+
+def channel_options(
+    max_reconnect_backoff_ms: int = DEFAULT_MAX_RECONNECT_BACKOFF_MS,
+) -> list[tuple[str, int]]:
+    """Every client channel's options: sizes, keepalive and bounded reconnects."""
+    return [
+        *_OPTIONS,
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.initial_reconnect_backoff_ms", min(100, max_reconnect_backoff_ms)),
+        ("grpc.max_reconnect_backoff_ms", max_reconnect_backoff_ms),
+        ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
+    ]
+
+
+def open_channel(
+    address: str, max_reconnect_backoff_ms: int = DEFAULT_MAX_RECONNECT_BACKOFF_MS
+) -> grpc.aio.Channel:
+    return grpc.aio.insecure_channel(address, options=channel_options(max_reconnect_backoff_ms))
 
 
 def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
@@ -85,6 +139,7 @@ def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
             *options,
             ("grpc.max_receive_message_length", max_receive_bytes),
             ("grpc.so_reuseport", 0),
+            *_SERVER_KEEPALIVE_OPTIONS,
         ],
         interceptors=[RejectMalformedRequests()],
     )

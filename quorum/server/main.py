@@ -37,6 +37,7 @@ from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
 from quorum.server.admin_servicer import MetadataController
 from quorum.server.broker_servicer import add_servicers
+from quorum.server.channels import ListenerError
 from quorum.server.config import ConfigError, ControllerConfig, load_config
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
@@ -127,7 +128,12 @@ class Controller:
         metrics_at = "disabled"
         if self.config.metrics_listener is not None:
             endpoint = self.config.metrics_listener
-            port = self.metrics.start(endpoint.host, endpoint.port)
+            try:
+                port = self.metrics.start(endpoint.host, endpoint.port)
+            except ListenerError as err:
+                print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
+                self.log_store.close()
+                return EXIT_STARTUP
             metrics_at = f"http://{endpoint.host}:{port}/metrics"
         await self.node.start()
         background = [
@@ -223,7 +229,7 @@ async def _start_and_run(config: ControllerConfig) -> int:
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         controller = Controller(config, meta.cluster_id)
-    except (StorageFormatError, StorageError, SnapshotCorruptionError) as err:
+    except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
         return EXIT_STARTUP
     return await controller.run()

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from quorum.raft.effects import Role
+from quorum.server.channels import ListenerError
 from quorum.server.driver import RaftDriver
 
 LATENCY_BUCKETS = (
@@ -181,7 +182,12 @@ class MetricsEndpoint:
         self._server: object | None = None
 
     def start(self, host: str, port: int) -> int:
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as err:
+            raise ListenerError(
+                f"cannot listen on metrics.listener http://{host}:{port}: {err.strerror}"
+            ) from err
         self._server = server
         return int(server.server_port)
 

@@ -21,6 +21,7 @@ from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
 from quorum.server.channels import MAX_MESSAGE_BYTES, new_server
+from quorum.server.channels import listen as listen_on
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
@@ -50,7 +51,12 @@ class QuorumNode:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
         self.transport = GrpcTransport(
-            others, cluster_id, config.fetch_max_wait_ms, request_timeout_ms, majority
+            others,
+            cluster_id,
+            config.fetch_max_wait_ms,
+            request_timeout_ms,
+            majority,
+            reconnect_backoff_max_ms=config.election_timeout_ms,
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.transport.driver = self.driver
@@ -72,7 +78,7 @@ class QuorumNode:
             (*SERVICES, *extra, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         self.driver.on_role_change.append(self._update_health)
-        self.port = self.server.add_insecure_port(listen)
+        self.port = listen_on(self.server, listen)
         self._health_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:

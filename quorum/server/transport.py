@@ -74,9 +74,13 @@ class GrpcTransport:
         fetch_max_wait_ms: int,
         request_timeout_ms: int = int(CALL_TIMEOUT_S * 1000),
         majority: int = 2,
+        reconnect_backoff_max_ms: int = 1000,
     ) -> None:
         self._cluster_id = cluster_id
-        self._channels = {peer: open_channel(addr) for peer, addr in peers.items()}
+        # A peer that comes back is retried within an election timeout.
+        self._channels = {
+            peer: open_channel(addr, reconnect_backoff_max_ms) for peer, addr in peers.items()
+        }
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
         self._call_timeout_s = request_timeout_ms / 1000
         self._fetch_timeout_s = fetch_max_wait_ms / 1000 + self._call_timeout_s
