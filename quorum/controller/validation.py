@@ -29,6 +29,7 @@ from typing import Any
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.request_limits import INT32_MAX, RequestLimits, property_of
 from quorum.gen import admin_pb2 as api
+from quorum.gen import broker_pb2 as bpb
 
 DEFAULT_COUNT = -1  # Kafka's "use the cluster default" on the wire
 MAX_TOPIC_NAME = 249  # Kafka's: a topic name is also a directory name on brokers
@@ -210,7 +211,25 @@ def _update_features(r: api.UpdateFeaturesRequest, limits: RequestLimits) -> Non
     _names("feature name", (u.feature for u in r.updates), limits)
 
 
+def _register_broker(r: bpb.RegisterBrokerRequest, limits: RequestLimits) -> None:
+    _name("incarnation id", r.incarnation_id, limits)
+    _name("rack", r.rack, limits)
+    _count("listeners", len(r.listeners), limits)
+    _count("features", len(r.features), limits)
+    for listener in r.listeners:
+        _name("listener name", listener.name, limits)
+        _name("listener host", listener.host, limits)
+        _name("security protocol", listener.security_protocol, limits)
+        if not 0 <= listener.port <= 65535:
+            raise ControllerError(
+                ApiError.INVALID_REQUEST,
+                f"listener {shown(listener.name)} port {listener.port} is not in 0..65535",
+            )
+    _names("feature name", (f.name for f in r.features), limits)
+
+
 _BOUNDS: dict[type, Callable[[Any, RequestLimits], None]] = {
+    bpb.RegisterBrokerRequest: _register_broker,
     api.CreateTopicsRequest: _create_topics,
     api.CreatePartitionsRequest: _create_partitions,
     api.DeleteTopicsRequest: _delete_topics,

@@ -48,12 +48,15 @@ class QuorumStateCorruptionError(StorageCorruptionError):
 class InconsistentClusterIdError(StorageError):
     """The data directory belongs to another cluster: refuse to join it."""
 
-    def __init__(self, path: str | Path, expected: str, found: str) -> None:
+    def __init__(
+        self, path: str | Path, expected: str, found: str, message: str | None = None
+    ) -> None:
         self.path = Path(path)
         self.expected = expected
         self.found = found
         super().__init__(
-            f"{self.path}: cluster id is {found!r}, this node is configured for {expected!r}"
+            message
+            or f"{self.path}: cluster id is {found!r}, this node is configured for {expected!r}"
         )
 
 

@@ -28,6 +28,7 @@ lock keeps a second process out.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -44,6 +45,8 @@ from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan,
 from quorum.log.retention import LogRetention, RetiredSegment
 from quorum.log.segment import Segment, index_file_name, log_file_name
 from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
@@ -327,6 +330,14 @@ class FileLogStore:
             )
         torn = plan.torn_tail
         if torn is not None:
+            log.warning(
+                "%s: cut a torn tail of %d bytes at byte %d (offset %d): %s",
+                torn.path,
+                torn.file_size - torn.valid_bytes,
+                torn.valid_bytes,
+                torn.next_offset,
+                torn.torn_reason or "an incomplete batch",
+            )
             self._segments[-1].truncate(torn.valid_bytes, torn.next_offset)
         for segment in self._segments:
             if segment.base_offset in plan.stale_indexes:

@@ -6,9 +6,15 @@ directory) and is done before the vote is sent. The file also names the
 cluster and node it belongs to: a data directory copied to the wrong node or
 cluster is refused rather than trusted. A missing file means a fresh node.
 
+A CRC32C over the other fields guards against an edited or bit-flipped file: a
+`voted_for` changed from 1 to 2, or an epoch lowered, would otherwise be trusted
+and let this node vote twice in one epoch. A version-1 file (no checksum, written
+by earlier releases) is still read, and rewritten as version 2 on the next change.
+An epoch above `MAX_EPOCH` is refused: no election could follow it.
+
 File format (JSON):
-    {"version": 1, "cluster_id": "...", "node_id": 1, "epoch": 5,
-     "voted_for": 2, "leader_id": null}
+    {"version": 2, "cluster_id": "...", "node_id": 1, "epoch": 5,
+     "voted_for": 2, "leader_id": null, "crc32c": 1234567890}
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import google_crc32c
+
 from quorum.log.errors import (
     InconsistentClusterIdError,
     InconsistentNodeIdError,
@@ -24,8 +32,10 @@ from quorum.log.errors import (
 )
 from quorum.log.fsutil import fsync_dir, write_atomically
 from quorum.raft.config import QuorumStateData
+from quorum.raft.messages import MAX_EPOCH
 
-VERSION = 1
+VERSION = 2
+UNCHECKED_VERSION = 1
 FILE_NAME = "quorum-state"
 
 
@@ -49,6 +59,7 @@ class FileQuorumStateStore:
             "voted_for": state.voted_for,
             "leader_id": state.leader_id,
         }
+        doc["crc32c"] = _checksum(doc)
         if not self.path.parent.exists():
             self.path.parent.mkdir(parents=True)
             fsync_dir(self.path.parent.parent)
@@ -65,8 +76,16 @@ class FileQuorumStateStore:
             if not isinstance(doc, dict):
                 raise TypeError("not a JSON object")
             version = doc["version"]
-            if version != VERSION:
+            if version not in (VERSION, UNCHECKED_VERSION):
                 raise ValueError(f"unsupported version {version!r}")
+            if version == VERSION:
+                fields = {k: v for k, v in doc.items() if k != "crc32c"}
+                stored = _int(doc, "crc32c")
+                if stored != _checksum(fields):
+                    raise ValueError(
+                        f"checksum mismatch (stored {stored}, computed {_checksum(fields)}): "
+                        "the file was changed outside this node"
+                    )
             cluster_id = doc["cluster_id"]
             node_id = _int(doc, "node_id")
             state = QuorumStateData(
@@ -79,12 +98,28 @@ class FileQuorumStateStore:
                 self.path, f"unreadable quorum-state file ({exc})"
             ) from None
         if cluster_id != self.cluster_id:
-            raise InconsistentClusterIdError(self.path, self.cluster_id, str(cluster_id))
+            raise InconsistentClusterIdError(
+                self.path,
+                self.cluster_id,
+                str(cluster_id),
+                f"{self.path}: this node wrote its votes here for cluster {cluster_id!r}, "
+                f"but meta.properties says cluster {self.cluster_id!r}: meta.properties "
+                "was changed, or the directory holds files of two clusters "
+                "(restore meta.properties, or format an empty directory)",
+            )
         if node_id != self.node_id:
             raise InconsistentNodeIdError(self.path, self.node_id, node_id)
-        if state.epoch < 0:
-            raise QuorumStateCorruptionError(self.path, f"negative epoch {state.epoch}")
+        if not 0 <= state.epoch <= MAX_EPOCH:
+            raise QuorumStateCorruptionError(
+                self.path, f"epoch {state.epoch} is outside 0..{MAX_EPOCH}"
+            )
         return state
+
+
+def _checksum(fields: dict[str, Any]) -> int:
+    """CRC32C of the fields' canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    return int(google_crc32c.value(canonical))
 
 
 def _int(doc: dict[str, Any], key: str) -> int:

@@ -46,6 +46,7 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
 
     async def RegisterBroker(self, request: bpb.RegisterBrokerRequest, context: Any) -> Any:
         c = self.c
+        await c.admit(context, request)
         return await c.write(
             context,
             request.cluster_id,

@@ -32,6 +32,7 @@ from quorum.controller.validation import (
     validate_topic_name,
 )
 from quorum.gen import admin_pb2 as api
+from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
 
 SMALL = RequestLimits(
@@ -337,3 +338,36 @@ def test_topic_names_follow_kafkas_rules(name: str) -> None:
         validate_topic_name(name)
     assert caught.value.error is ApiError.INVALID_TOPIC_EXCEPTION
     validate_topic_name("a" * 249)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        bpb.RegisterBrokerRequest(broker_id=1, rack="r" * 5000),
+        bpb.RegisterBrokerRequest(broker_id=1, incarnation_id="i" * 5000),
+        bpb.RegisterBrokerRequest(
+            broker_id=1, listeners=[bpb.Listener(name="PLAINTEXT", host="h", port=70000)]
+        ),
+        bpb.RegisterBrokerRequest(
+            broker_id=1, listeners=[bpb.Listener(name="L", host="h", port=1)] * 20_000
+        ),
+    ],
+)
+def test_a_broker_registration_out_of_bounds_is_refused(
+    request_: bpb.RegisterBrokerRequest,
+) -> None:
+    with pytest.raises(ControllerError) as caught:
+        check_request(request_, RequestLimits())
+    assert caught.value.error in (ApiError.INVALID_REQUEST, ApiError.POLICY_VIOLATION)
+
+
+def test_a_plain_broker_registration_passes() -> None:
+    check_request(
+        bpb.RegisterBrokerRequest(
+            broker_id=1,
+            incarnation_id="abc",
+            rack="r1",
+            listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092)],
+        ),
+        RequestLimits(),
+    )

@@ -15,6 +15,7 @@ from quorum.raft.effects import (
 )
 from quorum.raft.log import RaftLog
 from quorum.raft.messages import (
+    MAX_EPOCH,
     EndQuorumEpochRequest,
     ErrorCode,
     FetchRequest,
@@ -338,3 +339,31 @@ def test_an_unreachable_report_alone_does_not_unseat_a_leader_others_still_hear(
     cluster.advance(3_000)
     assert cluster.leader() is leader and leader.epoch == epoch
     assert follower.role is Role.FOLLOWER and follower.leader_id == leader.node_id
+
+
+def test_a_far_future_fetch_is_answered_and_moves_no_epoch() -> None:
+    """Fetch is leader-only: any client can send one, so a higher epoch in it is
+    UNKNOWN_LEADER_EPOCH and nothing more (issue 17: one Fetch wedged the quorum)."""
+    cluster = InstantCluster(voters=3)
+    leader = cluster.elect()
+    follower = next(n for n in cluster.nodes.values() if n is not leader)
+    for target in (leader, follower):
+        before = (target.role, target.epoch, target.leader_id)
+        target.on_message(4242, FetchRequest(4242, 10**9, 0, 0, 0), 0)
+        effects = target.poll(0)
+        answers = [e.message for e in sent(effects, FetchResponse)]
+        assert [a.error for a in answers] == [ErrorCode.UNKNOWN_LEADER_EPOCH]
+        assert not [e for e in effects if isinstance(e, PersistQuorumState)]
+        assert (target.role, target.epoch, target.leader_id) == before
+
+
+def test_no_election_starts_at_the_last_epoch_that_fits_the_wire() -> None:
+    voter = node(1, QuorumStateData(MAX_EPOCH, None, None))
+    for now in (0, 5_000, 50_000):
+        voter.on_tick(now)
+        effects = voter.poll(now)
+        assert voter.epoch == MAX_EPOCH
+        assert voter.role is Role.UNATTACHED
+        assert not sent(effects, VoteRequest)
+    with pytest.raises(AssertionError, match="MAX_EPOCH"):
+        voter.on_message(2, VoteRequest(MAX_EPOCH + 1, 2, 0, 0, pre_vote=False), 0)

@@ -114,14 +114,18 @@ def test_unreadable_log_start_checkpoint_is_an_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cut", [1, HEADER_SIZE - 1, HEADER_SIZE, HEADER_SIZE + 5, BATCH_SIZE - 1])
-def test_torn_tail_is_cut_and_acknowledged_batches_kept(tmp_path: Path, cut: int) -> None:
+def test_torn_tail_is_cut_and_acknowledged_batches_kept(
+    tmp_path: Path, cut: int, caplog: pytest.LogCaptureFixture
+) -> None:
     appended = write_log(tmp_path, batches=25)
     tail = segment(tmp_path, 60)
     with tail.open("r+b") as f:
         f.truncate(4 * BATCH_SIZE + cut)  # the 5th batch of the tail is torn
-    with open_log(tmp_path) as log:
+    with caplog.at_level("WARNING", logger="quorum.log.file_log"), open_log(tmp_path) as log:
         assert log.recover() == (None, appended[:24])
         assert log.end_offset == appended[23].next_offset
+    # An operator sees what was dropped, where.
+    assert f"{tail}: cut a torn tail of {cut} bytes at byte {4 * BATCH_SIZE}" in caplog.text
     assert tail.stat().st_size == 4 * BATCH_SIZE
     with open_log(tmp_path) as log:  # and appends continue cleanly
         log.append(make_batches(72, 2, 1))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.log.errors import QuorumStateCorruptionError
+from quorum.log.errors import InconsistentClusterIdError, QuorumStateCorruptionError
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.raft.config import QuorumStateData
 
@@ -26,8 +26,9 @@ def test_written_state_survives_reopen(tmp_path: Path) -> None:
     FileQuorumStateStore(path, "c1", 3).write(QuorumStateData(8, None, 1))
     assert FileQuorumStateStore(path, "c1", 3).read() == QuorumStateData(8, None, 1)
     doc = json.loads(path.read_text())
+    assert doc.pop("crc32c") > 0
     assert doc == {
-        "version": 1,
+        "version": 2,
         "cluster_id": "c1",
         "node_id": 3,
         "epoch": 8,
@@ -69,7 +70,9 @@ def test_write_goes_through_a_temp_file_and_rename(
         b"not json",
         b"[]",
         b'{"version": 1}',
-        b'{"version": 2, "cluster_id": "c1", "node_id": 3, "epoch": 1, '
+        b'{"version": 3, "cluster_id": "c1", "node_id": 3, "epoch": 1, '
+        b'"voted_for": null, "leader_id": null}',
+        b'{"version": 1, "cluster_id": "c1", "node_id": 3, "epoch": 2147483647, '
         b'"voted_for": null, "leader_id": null}',
         b'{"version": 1, "cluster_id": "c1", "node_id": 3, "epoch": "1", '
         b'"voted_for": null, "leader_id": null}',
@@ -84,3 +87,39 @@ def test_damaged_files_are_refused_with_the_path(tmp_path: Path, content: bytes)
         FileQuorumStateStore(path, "c1", 3)
     assert str(path) in str(caught.value)
     assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("voted_for", 2), ("epoch", 0), ("leader_id", 3), ("epoch", 2)]
+)
+def test_an_edited_file_fails_its_checksum(tmp_path: Path, field: str, value: int) -> None:
+    """A vote or epoch changed by hand would let the node vote twice in one epoch."""
+    path = tmp_path / "quorum-state"
+    FileQuorumStateStore(path, "c1", 3).write(QuorumStateData(1, 1, None))
+    doc = json.loads(path.read_text())
+    doc[field] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(QuorumStateCorruptionError, match="checksum mismatch") as caught:
+        FileQuorumStateStore(path, "c1", 3)
+    assert str(path) in str(caught.value)
+
+
+def test_a_version_1_file_is_read_and_rewritten_with_a_checksum(tmp_path: Path) -> None:
+    path = tmp_path / "quorum-state"
+    path.write_text(
+        '{"version": 1, "cluster_id": "c1", "node_id": 3, "epoch": 4, '
+        '"voted_for": 2, "leader_id": null}'
+    )
+    store = FileQuorumStateStore(path, "c1", 3)
+    assert store.read() == QuorumStateData(4, 2, None)
+    store.write(QuorumStateData(5, None, None))
+    assert json.loads(path.read_text())["version"] == 2
+    assert FileQuorumStateStore(path, "c1", 3).read() == QuorumStateData(5, None, None)
+
+
+def test_a_changed_cluster_id_names_meta_properties(tmp_path: Path) -> None:
+    path = tmp_path / "quorum-state"
+    FileQuorumStateStore(path, "c1", 3).write(QuorumStateData(1, None, None))
+    with pytest.raises(InconsistentClusterIdError) as caught:
+        FileQuorumStateStore(path, "c2", 3)
+    assert "meta.properties says cluster 'c2'" in str(caught.value)
