@@ -32,7 +32,7 @@ from quorum.gen import raft_pb2 as pb
 from quorum.raft.node import NotLeaderError
 from quorum.server.commit_clock import CommitClock
 from quorum.server.driver import ProposalFailed, RaftDriver
-from quorum.server.errors import rich_status
+from quorum.server.errors import foreign_cluster_status, rich_status
 from quorum.server.transport import describe_quorum
 
 T = TypeVar("T")
@@ -94,12 +94,7 @@ class MetadataController:
     async def check(self, context: Any, cluster_id: str) -> None:
         """Operator tools need not send the cluster id; a wrong one is refused."""
         if cluster_id and cluster_id != self.cluster_id:
-            await context.abort_with_status(
-                rich_status(
-                    ApiError.INCONSISTENT_CLUSTER_ID,
-                    f"request for cluster {cluster_id!r}, this is cluster {self.cluster_id!r}",
-                )
-            )
+            await context.abort_with_status(foreign_cluster_status(cluster_id, self.cluster_id))
 
     async def admit(self, context: Any, request: Any) -> None:
         """The edge: the cluster id, then the request's bounds, before it waits for

@@ -118,6 +118,20 @@ def rich_status(
     return rpc_status.to_status(status)
 
 
+SHOWN_CHARS = 40
+
+
+def foreign_cluster_status(received: str, ours: str) -> grpc.Status:
+    """The one refusal of a request for another cluster. The received id is cut
+    short: a huge one would otherwise overflow gRPC's metadata limit on the way
+    back, and the caller would see RESOURCE_EXHAUSTED instead of the reason."""
+    shown = received if len(received) <= SHOWN_CHARS else received[:SHOWN_CHARS] + "..."
+    return rich_status(
+        ErrorCode.INCONSISTENT_CLUSTER_ID,
+        f"request for cluster {shown!r} ({len(received)} characters), this is cluster {ours!r}",
+    )
+
+
 def wire_error(err: grpc.RpcError) -> WireError:
     """Decode a failed call (sync or aio) back into a `WireError`."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN

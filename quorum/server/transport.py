@@ -37,7 +37,7 @@ from quorum.raft.records import SnapshotId
 from quorum.server.channels import exchange, open_channel
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import ProposalFailed, RaftDriver
-from quorum.server.errors import rich_status, wire_error
+from quorum.server.errors import foreign_cluster_status, rich_status, wire_error
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
@@ -238,11 +238,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     ) -> None:
         """Reject (changing nothing) a foreign, malformed or unknown-sender request."""
         if cluster_id != self._cluster_id:
-            await self._reject(
-                context,
-                ErrorCode.INCONSISTENT_CLUSTER_ID,
-                f"request for cluster {cluster_id!r}, this is cluster {self._cluster_id!r}",
-            )
+            await context.abort_with_status(foreign_cluster_status(cluster_id, self._cluster_id))
         if problems:
             await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
         if sender is not None and sender not in self._driver.config.voters:
@@ -472,11 +468,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
     async def _write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
         if request.cluster_id != self._cluster_id:
             await context.abort_with_status(
-                rich_status(
-                    ErrorCode.INCONSISTENT_CLUSTER_ID,
-                    f"request for cluster {request.cluster_id!r}, "
-                    f"this is cluster {self._cluster_id!r}",
-                )
+                foreign_cluster_status(request.cluster_id, self._cluster_id)
             )
         if not request.records:
             await context.abort_with_status(
