@@ -179,7 +179,7 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
 
 
 def restart_to_online(system: QuorumSystem, root: Path) -> None:
-    from quorum.server.config import render_properties
+    from quorum.common.config import render_properties
 
     config = root / "broker-9000.properties"
     config.write_text(render_properties({

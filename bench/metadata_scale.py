@@ -41,8 +41,8 @@ from report import emit, say
 from write_systems import QuorumSystem, wait_for
 
 from quorum.client import QuorumClient
+from quorum.common.channels import open_channel
 from quorum.gen import admin_pb2, admin_pb2_grpc, broker_pb2, broker_pb2_grpc
-from quorum.server.channels import open_channel
 
 BROKERS = 3
 HEARTBEAT_S = 1.0

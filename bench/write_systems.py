@@ -134,7 +134,7 @@ class QuorumSystem(_ProcessSystem):
         self.cluster_id = ""
 
     def start(self) -> None:
-        from quorum.server.config import render_properties
+        from quorum.common.config import render_properties
 
         self.cluster_id = _check_output([str(VENV_BIN / "quorumctl"), "storage", "random-uuid"])
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())

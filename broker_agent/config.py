@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from quorum.server.config import (
+from quorum.common.config import (
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     ConfigError,

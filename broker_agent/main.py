@@ -22,11 +22,11 @@ from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from quorum.admin_client import AdminError
+from quorum.common.channels import ListenerError
+from quorum.common.config import ConfigError
+from quorum.common.meta_properties import StorageFormatError, check_directory
 from quorum.log.errors import StorageError
 from quorum.log.file_log import wall_clock_ms
-from quorum.server.channels import ListenerError
-from quorum.server.config import ConfigError
-from quorum.server.meta_properties import StorageFormatError, check_directory
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
 

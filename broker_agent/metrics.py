@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker_agent.agent import STATE_NAMES, BrokerAgent
-from quorum.server.metrics import LATENCY_BUCKETS, MetricsEndpoint
+from quorum.common.metrics_endpoint import LATENCY_BUCKETS, MetricsEndpoint
 
 
 class AgentCollector(Collector):

@@ -19,11 +19,11 @@ from typing import Any
 
 import grpc
 
+from quorum.common.channels import exchange, open_channel
+from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
-from quorum.server.channels import exchange, open_channel
-from quorum.server.errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.05
 ATTEMPT_TIMEOUT_S = 10.0

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from broker_agent.config import BrokerConfig, is_broker_agent_config, load_broker_config
-from quorum.server.config import ConfigError, ControllerConfig, load_config, read_properties
-from quorum.server.meta_properties import (
+from quorum.common.config import ConfigError, ControllerConfig, load_config, read_properties
+from quorum.common.meta_properties import (
     MetaProperties,
     StorageFormatError,
     format_directory,

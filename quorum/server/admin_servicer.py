@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from quorum.common.wire_errors import foreign_cluster_status, rich_status
 from quorum.controller import cluster_ops, partition_ops, topic_ops
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
@@ -32,7 +33,6 @@ from quorum.gen import raft_pb2 as pb
 from quorum.raft.node import NotLeaderError
 from quorum.server.commit_clock import CommitClock
 from quorum.server.driver import ProposalFailed, RaftDriver
-from quorum.server.errors import foreign_cluster_status, rich_status
 from quorum.server.transport import describe_quorum
 
 T = TypeVar("T")

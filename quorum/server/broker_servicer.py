@@ -22,6 +22,7 @@ from typing import Any
 
 import grpc
 
+from quorum.common.wire_errors import rich_status
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.quorum_controller import NotController
 from quorum.gen import admin_pb2 as api
@@ -31,7 +32,6 @@ from quorum.gen import broker_pb2_grpc as bpb_grpc
 from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import SnapshotId
 from quorum.server.admin_servicer import AdminServicer, MetadataController
-from quorum.server.errors import rich_status
 from snapshots.errors import SnapshotNotFoundError
 
 DEFAULT_MAX_RECORDS = 20_000

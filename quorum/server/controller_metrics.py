@@ -22,10 +22,10 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quorum.common.metrics_endpoint import LATENCY_BUCKETS
 from quorum.controller.leader_election import NO_LEADER
 from quorum.controller.topic_ops import min_isr
 from quorum.server.admin_servicer import MetadataController
-from quorum.server.metrics import LATENCY_BUCKETS
 
 REFRESH_S = 5.0
 WALK_DUTY_FACTOR = 20

@@ -28,6 +28,9 @@ from pathlib import Path
 
 import grpc
 
+from quorum.common.channels import ListenerError
+from quorum.common.config import ConfigError, ControllerConfig, load_config
+from quorum.common.meta_properties import StorageFormatError, check_directory
 from quorum.controller.codec import only_noop
 from quorum.controller.metadata_image import MetadataImage
 from quorum.log.errors import StorageError
@@ -37,11 +40,8 @@ from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
 from quorum.server.admin_servicer import MetadataController
 from quorum.server.broker_servicer import add_servicers
-from quorum.server.channels import ListenerError
-from quorum.server.config import ConfigError, ControllerConfig, load_config
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
-from quorum.server.meta_properties import StorageFormatError, check_directory
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.replicated_state import ReplicatedState

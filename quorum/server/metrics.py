@@ -15,29 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quorum.common.metrics_endpoint import LATENCY_BUCKETS, MetricsEndpoint
 from quorum.raft.effects import Role
-from quorum.server.channels import ListenerError
 from quorum.server.driver import RaftDriver
-
-LATENCY_BUCKETS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-)
 
 
 class Histograms:
@@ -172,31 +156,6 @@ class RaftCollector(Collector):
                 lag_ms.add_metric([str(replica)], -1 if caught is None else now - caught)
         yield records
         yield lag_ms
-
-
-class MetricsEndpoint:
-    """`/metrics` over HTTP on its own thread, one registry per process."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self._server: object | None = None
-
-    def start(self, host: str, port: int) -> int:
-        try:
-            server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        except OSError as err:
-            raise ListenerError(
-                f"cannot listen on metrics.listener http://{host}:{port}: {err.strerror}"
-            ) from err
-        self._server = server
-        return int(server.server_port)
-
-    def stop(self) -> None:
-        server = self._server
-        if server is not None:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
-            self._server = None
 
 
 class MetricsServer(MetricsEndpoint):

@@ -15,13 +15,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from quorum.common.channels import MAX_MESSAGE_BYTES, new_server
+from quorum.common.channels import listen as listen_on
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
-from quorum.server.channels import MAX_MESSAGE_BYTES, new_server
-from quorum.server.channels import listen as listen_on
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer

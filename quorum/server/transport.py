@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message as ProtoMessage
 
+from quorum.common.channels import exchange, open_channel
+from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.effects import Role
@@ -34,10 +36,8 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
-from quorum.server.channels import exchange, open_channel
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import ProposalFailed, RaftDriver
-from quorum.server.errors import foreign_cluster_status, rich_status, wire_error
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from quorum.server.meta_properties import (
+from quorum.common.meta_properties import (
     META_FILE,
     AlreadyFormattedError,
     MetaProperties,

@@ -15,8 +15,8 @@ import javaproperties
 import pytest
 
 from quorum.cli.main import main
-from quorum.server.config import render_properties
-from quorum.server.meta_properties import random_uuid
+from quorum.common.config import render_properties
+from quorum.common.meta_properties import random_uuid
 
 
 def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:

@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
+from quorum.common.config import render_properties
 from quorum.controller.codec import noop
 from quorum.gen import raft_pb2 as pb
-from quorum.server.config import render_properties
 
 BIN = Path(sys.executable).parent
 

@@ -20,7 +20,7 @@ ONLINE_LINES = ("101       ONLINE", "102       ONLINE", "103       ONLINE")
 
 def run_until_online(data_dir: Path) -> str:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quorum.server.launcher", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "quorum.launcher", "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

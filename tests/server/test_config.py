@@ -13,8 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
-from quorum.server.config import (
+from quorum.common.config import (
     KAFKA_KEYS,
     KNOWN_KEYS,
     OUR_KEYS,
@@ -25,6 +24,7 @@ from quorum.server.config import (
     parse_config,
     render_properties,
 )
+from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
 BASE = {

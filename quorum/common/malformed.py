@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
+from quorum.common.wire_errors import rich_status
 from quorum.raft.messages import ErrorCode
-from quorum.server.errors import rich_status
 
 log = logging.getLogger(__name__)
 

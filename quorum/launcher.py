@@ -28,9 +28,9 @@ from pathlib import Path
 from broker_agent.config import load_broker_config
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.client import QuorumClient, QuorumUnavailableError
+from quorum.common.config import load_config, render_properties
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
-from quorum.server.config import load_config, render_properties
 
 CONTROLLER_IDS = (1, 2, 3)
 BROKER_IDS = (101, 102, 103)

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 
-from quorum.server.malformed import RejectMalformedRequests
+from quorum.common.malformed import RejectMalformedRequests
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
