@@ -47,11 +47,11 @@ sim: setup
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict quorum/raft
+	$(VENV)/bin/mypy --strict quorum/raft quorum/log
 	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q
 
 lint: setup
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft quorum/log
 
 bench: setup
 	$(PY) bench/raft_core.py

@@ -224,12 +224,3 @@ def build_rebalance(image: MetadataImage) -> Records:
             if spec is not None:
                 records.append(change_record(topic.topic_id, pid, spec))
     return records
-
-
-def imbalance_count(image: MetadataImage) -> int:
-    return sum(
-        1
-        for t in image.topics_by_id.values()
-        for p in t.partitions.values()
-        if p.replicas and p.leader != p.replicas[0]
-    )

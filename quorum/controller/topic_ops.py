@@ -14,7 +14,7 @@ from itertools import chain
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import new_uuid, wrap
-from quorum.controller.leader_election import NO_LEADER, elect_leader, under_min_isr
+from quorum.controller.leader_election import elect_leader, under_min_isr
 from quorum.controller.metadata_image import MetadataImage, PartitionState, TopicImage
 from quorum.controller.replica_placement import BrokerInfo, place_replicas, validate_assignment
 from quorum.controller.request_limits import DEFAULTS, RequestLimits
@@ -333,12 +333,3 @@ def list_topics(image: MetadataImage) -> api.ListTopicsResponse:
             replication_factor=len(first.replicas) if first else 0,
         )
     return response
-
-
-def offline_partition_count(image: MetadataImage) -> int:
-    return sum(
-        1
-        for t in image.topics_by_id.values()
-        for p in t.partitions.values()
-        if p.leader == NO_LEADER
-    )

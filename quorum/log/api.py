@@ -13,6 +13,21 @@ from quorum.raft.config import QuorumStateData
 from quorum.raft.records import Batch, SnapshotId
 
 
+class PendingFlush(Protocol):
+    """A flush whose scope is fixed (everything appended before `begin_flush`):
+    `complete()` makes it durable, on any thread, exactly once."""
+
+    @property
+    def end_offset(self) -> int: ...
+
+    @property
+    def size(self) -> int:
+        """Bytes it covers: the driver syncs small flushes inline, large ones in a worker."""
+        ...
+
+    def complete(self) -> None: ...
+
+
 class LogStore(Protocol):
     """An append-only log of batches. Appends are volatile until `flush`;
     truncation and start-offset changes are durable when the call returns."""
@@ -27,6 +42,15 @@ class LogStore(Protocol):
 
     def flush(self, end_offset: int) -> None:
         """Make every entry below `end_offset` durable (one fsync)."""
+        ...
+
+    def begin_flush(self, end_offset: int) -> PendingFlush | None:
+        """Fix a flush's scope now so appends may go on while it syncs; None when
+        everything below `end_offset` is already durable."""
+        ...
+
+    def enforce_retention(self, now_ms: int | None = None) -> object:
+        """Delete what retention allows below the log start (after a snapshot)."""
         ...
 
     def truncate(self, end_offset: int) -> None: ...

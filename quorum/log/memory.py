@@ -8,6 +8,19 @@ from quorum.raft.config import QuorumStateData
 from quorum.raft.records import Batch, SnapshotId
 
 
+class _MemoryFlush:
+    """A pending flush of the in-memory log (always small: synced inline)."""
+
+    size = 0
+
+    def __init__(self, store: MemoryLogStore, end_offset: int) -> None:
+        self.end_offset = end_offset
+        self._store = store
+
+    def complete(self) -> None:
+        self._store.flush(self.end_offset)
+
+
 class MemoryLogStore:
     def __init__(self) -> None:
         self._snapshot: SnapshotId | None = None
@@ -35,6 +48,15 @@ class MemoryLogStore:
             if batch.base_offset != self.end_offset:
                 raise ValueError(f"append at {batch.base_offset}, end is {self.end_offset}")
             self._batches.append(batch)
+
+    def begin_flush(self, end_offset: int) -> _MemoryFlush | None:
+        if end_offset <= self.durable_end_offset:
+            return None
+        return _MemoryFlush(self, max(end_offset, self.end_offset))
+
+    def enforce_retention(self, now_ms: int | None = None) -> list[SnapshotId]:
+        """Nothing to delete: memory holds only what the log still covers."""
+        return []
 
     def flush(self, end_offset: int) -> None:
         count = self._durable_count

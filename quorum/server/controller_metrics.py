@@ -23,9 +23,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from quorum.common.metrics_endpoint import LATENCY_BUCKETS
+from quorum.controller.controller import QuorumController
 from quorum.controller.leader_election import NO_LEADER
 from quorum.controller.topic_ops import min_isr
-from quorum.server.admin_servicer import MetadataController
 
 REFRESH_S = 5.0
 WALK_DUTY_FACTOR = 20
@@ -44,7 +44,7 @@ class _Counts:
     active: int = 0
 
 
-async def count(controller: MetadataController) -> _Counts:
+async def count(controller: QuorumController) -> _Counts:
     image = controller.image
     counts = _Counts(image.applied_offset, image.topic_count, image.partition_count)
     for i, topic in enumerate(list(image.topics_by_id.values())):
@@ -61,7 +61,7 @@ async def count(controller: MetadataController) -> _Counts:
 
 
 class ControllerCollector(Collector):
-    def __init__(self, controller: MetadataController, registry: CollectorRegistry) -> None:
+    def __init__(self, controller: QuorumController, registry: CollectorRegistry) -> None:
         self.controller = controller
         self.counts = _Counts()
         registry.register(self)
@@ -115,7 +115,7 @@ class ControllerCollector(Collector):
         yield gauge("last_applied_record_offset", "Offset of the last record applied.",
                     c.image.applied_offset - 1)  # fmt: skip
         yield gauge("last_committed_record_offset", "The high watermark minus one.",
-                    c.driver.core.high_watermark - 1)  # fmt: skip
+                    c.raft.high_watermark - 1)  # fmt: skip
         yield CounterMetricFamily(
             "quorum_controller_metadata_errors",
             "Requests refused at call level (a ControllerError).",

@@ -13,7 +13,6 @@ and snapshots are written and fetched off the loop (see `ReplicatedState`).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 import time
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quorum.log.api import LogStore, QuorumStateStore
+from quorum.raft.client_api import LeaderAndEpoch, ProposalFailed, RaftListener
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
 from quorum.raft.effects import (
     AdvanceLogStart,
@@ -50,9 +50,11 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.node import NotLeaderError, RaftNode
-from quorum.raft.records import SnapshotId
+from quorum.raft.progress import ReplicaProgress
+from quorum.raft.records import Batch, SnapshotId
 from quorum.server.replicated_state import ReplicatedState
 from snapshots.api import SnapshotChunk
+from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,10 @@ SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
 class Transport(Protocol):
-    """Sends the core's requests to peers; answers come back via `RaftDriver.receive`."""
+    """Sends the core's requests to peers; answers come back via `RaftDriver.receive`
+    of the driver that `bind` names (the driver binds itself when it is built)."""
+
+    def bind(self, driver: RaftDriver) -> None: ...
 
     def send_request(self, destination: int, message: Message) -> None: ...
 
@@ -73,10 +78,6 @@ class Transport(Protocol):
 SNAPSHOT_CHECK_S = 1.0
 # Flushes up to this size are synced on the loop thread, larger ones in a worker.
 INLINE_FLUSH_MAX_BYTES = 256 * 1024
-
-
-class ProposalFailed(Exception):
-    """The records were not committed: leadership moved and the log was rewritten."""
 
 
 @dataclass
@@ -170,6 +171,7 @@ class RaftDriver:
         self.on_fatal: list[Callable[[str], None]] = []
         self.on_apply_failed: list[Callable[[str], None]] = []
         self._closed = False
+        transport.bind(self)
 
     # ----------------------------------------------------------------- control
 
@@ -210,6 +212,94 @@ class RaftDriver:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # ------------------------------------------- the Raft client seam (client_api)
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self.core.leader_id, self.core.epoch)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.core.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.core.log.end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.core.log.start_offset
+
+    @property
+    def leader_committed_epoch(self) -> bool:
+        return self.core.leader_committed_epoch
+
+    def read_committed(self, offset: int, max_records: int) -> list[Batch]:
+        high_watermark = self.core.high_watermark
+        out: list[Batch] = []
+        for batch in self.core.log.read(offset, max_records):
+            if batch.base_offset >= high_watermark:
+                break
+            if batch.last_offset >= high_watermark:  # never past the high watermark
+                keep = high_watermark - batch.base_offset
+                batch = Batch(
+                    batch.base_offset,
+                    batch.epoch,
+                    batch.records[:keep],
+                    batch.append_time_ms,
+                    batch.control,
+                )
+            out.append(batch)
+        return out
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        return self.replicated.store.latest() if self.replicated is not None else None
+
+    async def read_snapshot_chunk(
+        self, snapshot_id: SnapshotId, position: int, max_bytes: int
+    ) -> SnapshotChunk:
+        """A piece of a stored snapshot, read in a worker thread (a peer's or a
+        broker's FetchSnapshot). Raises SnapshotNotFoundError, or ValueError for a
+        position past its end."""
+        if self.replicated is None:
+            raise SnapshotNotFoundError(f"node {self.node_id} keeps no snapshots")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            None, self.replicated.store.read_chunk, snapshot_id, position, max_bytes
+        )
+
+    def register(self, listener: RaftListener) -> None:
+        self.on_commit.append(listener.handle_commit)
+        self.on_role_change.append(
+            lambda change: listener.handle_leader_change(
+                LeaderAndEpoch(change.leader_id, change.epoch)
+            )
+        )
+
+    # ------------------------------------- this node's view, for servicers and metrics
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.core.leader_id
+
+    @property
+    def role(self) -> Role:
+        return self.core.role
+
+    @property
+    def flushed_end(self) -> int:
+        return self.core.flushed_end
+
+    def replica_progress(self) -> dict[int, ReplicaProgress]:
+        return self.core.replica_progress()
 
     # ------------------------------------------------------------------ events
 
@@ -418,13 +508,8 @@ class RaftDriver:
             self._flush_running = False
             return
         started = time.monotonic()
-        begin = getattr(self.log_store, "begin_flush", None)
-        if begin is None:  # stores without a split flush (the in-memory one)
-            sync = functools.partial(self.log_store.flush, flush.end_offset)
-            self._sync_inline(flush, flush.end_offset, sync, started)
-            return
         # The flush's scope is fixed here, so appends may go on while a worker syncs.
-        pending = begin(flush.end_offset)
+        pending = self.log_store.begin_flush(flush.end_offset)
         if pending is None:  # already durable
             self._flush_done(flush, flush.end_offset, None, None)
             return
@@ -469,7 +554,6 @@ class RaftDriver:
         snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
         if snapshot_id is None:
             return
-        replicated.snapshot_running = True
         records = replicated.capture()
         self._spawn(self._write_snapshot(snapshot_id, records))
 
@@ -485,8 +569,6 @@ class RaftDriver:
         except Exception as err:  # a failed snapshot costs nothing but log length
             log.error("snapshot %s failed: %s", snapshot_id, err)
             return
-        finally:
-            replicated.snapshot_running = False
         if self._closed:
             return
         replicated.snapshot_written(snapshot_id, self.clock())
@@ -498,9 +580,7 @@ class RaftDriver:
         if snapshot_id.end_offset <= self.core.high_watermark:
             self.core.on_snapshot_taken(snapshot_id)
             self._process()
-        enforce = getattr(self.log_store, "enforce_retention", None)
-        if enforce is not None:
-            await self._loop.run_in_executor(None, enforce)
+        await self._loop.run_in_executor(None, self.log_store.enforce_retention)
 
     async def _fetch_snapshot(self, leader: int, snapshot_id: SnapshotId) -> None:
         """Download the leader's snapshot in chunks, install it, tell the core."""

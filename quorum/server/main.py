@@ -32,19 +32,21 @@ from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError, ControllerConfig, load_config
 from quorum.common.meta_properties import StorageFormatError, check_directory
 from quorum.controller.codec import only_noop
+from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
-from quorum.server.admin_servicer import MetadataController
+from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.replicated_state import ReplicatedState
+from quorum.server.transport import describe_quorum
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
 from snapshots.store import FileSnapshotStore
@@ -176,7 +178,7 @@ class Controller:
 
     def _add_admin_services(self, server: grpc.aio.Server, driver: RaftDriver) -> list[str]:
         addresses = {node: e.address() for node, e in self.config.voters.items()}
-        self.controller = MetadataController(
+        self.controller = QuorumController(
             driver,
             self.image,
             self.cluster_id,
@@ -184,7 +186,12 @@ class Controller:
             session_timeout_s=self.config.broker_session_timeout_ms / 1000,
             limits=self.config.request_limits,
         )
-        return add_servicers(server, self.controller)
+        return add_servicers(
+            server,
+            ControllerCalls(self.controller, addresses),
+            lambda include_digest: describe_quorum(driver, addresses, include_digest),
+            driver.read_snapshot_chunk,
+        )
 
     def _storage_failed(self, reason: str) -> None:
         self.exit_code = EXIT_STORAGE_FAILED

@@ -58,14 +58,13 @@ class Histograms:
 
 
 class RaftCollector(Collector):
-    """Reads the core's state at scrape time (plain int reads; safe off the loop)."""
+    """Reads the node's state at scrape time (plain int reads; safe off the loop)."""
 
     def __init__(self, driver: RaftDriver) -> None:
         self._driver = driver
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         driver = self._driver
-        core = driver.core
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(name, doc, value=value)
@@ -73,23 +72,23 @@ class RaftCollector(Collector):
         yield gauge(
             "quorum_raft_current_leader",
             "Id of the current leader, -1 when unknown.",
-            -1 if core.leader_id is None else core.leader_id,
+            -1 if driver.leader_id is None else driver.leader_id,
         )
-        yield gauge("quorum_raft_current_epoch", "Current leader epoch.", core.epoch)
+        yield gauge("quorum_raft_current_epoch", "Current leader epoch.", driver.epoch)
         state = GaugeMetricFamily(
             "quorum_raft_current_state",
             "1 for this node's current Raft state.",
             labels=["state"],
         )
         for role in Role:
-            state.add_metric([role.value], 1.0 if core.role is role else 0.0)
+            state.add_metric([role.value], 1.0 if driver.role is role else 0.0)
         yield state
         yield gauge(
-            "quorum_raft_high_watermark", "High watermark (committed end).", core.high_watermark
+            "quorum_raft_high_watermark", "High watermark (committed end).", driver.high_watermark
         )
-        yield gauge("quorum_raft_log_end_offset", "Log end offset.", core.log.end_offset)
-        yield gauge("quorum_raft_log_start_offset", "Log start offset.", core.log.start_offset)
-        yield gauge("quorum_raft_log_flushed_offset", "Durable log end offset.", core.flushed_end)
+        yield gauge("quorum_raft_log_end_offset", "Log end offset.", driver.log_end_offset)
+        yield gauge("quorum_raft_log_start_offset", "Log start offset.", driver.log_start_offset)
+        yield gauge("quorum_raft_log_flushed_offset", "Durable log end offset.", driver.flushed_end)
         yield CounterMetricFamily(
             "quorum_raft_elections",
             "Elections this node has won.",
@@ -136,7 +135,6 @@ class RaftCollector(Collector):
             )
 
     def _lag(self, driver: RaftDriver) -> Iterator[GaugeMetricFamily]:
-        core = driver.core
         records = GaugeMetricFamily(
             "quorum_raft_follower_lag_records",
             "Leader's log end minus the replica's acknowledged end (on the leader only).",
@@ -147,10 +145,10 @@ class RaftCollector(Collector):
             "Time since the replica was last caught up to the leader (on the leader only).",
             labels=["replica"],
         )
-        if core.role is Role.LEADER:
+        if driver.role is Role.LEADER:
             now = driver.clock()
-            end = core.log.end_offset
-            for replica, progress in sorted(core.replica_progress().items()):
+            end = driver.log_end_offset
+            for replica, progress in sorted(driver.replica_progress().items()):
                 records.add_metric([str(replica)], max(0, end - progress.end_offset))
                 caught = progress.last_caught_up_ms
                 lag_ms.add_metric([str(replica)], -1 if caught is None else now - caught)

@@ -59,7 +59,6 @@ class QuorumNode:
             reconnect_backoff_max_ms=config.election_timeout_ms,
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
-        self.transport.driver = self.driver
         self.server = new_server(max_request_bytes)
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(

@@ -100,16 +100,22 @@ class ReplicatedState:
 
     def capture(self) -> Iterable[Record]:
         """The image as it is now (the state machine copies what it must on the
-        loop, so later applies cannot leak in; encoding may happen later)."""
+        loop, so later applies cannot leak in; encoding may happen later). A
+        snapshot is running from here until `write_snapshot` returns."""
+        self.snapshot_running = True
         self._covered_bytes = self.trigger.new_record_bytes
         return self.image.snapshot_records()
 
     def write_snapshot(
         self, snapshot_id: SnapshotId, records: Iterable[Record]
     ) -> list[SnapshotId]:
-        """Blocking (worker thread): write, publish, and drop snapshots beyond retention."""
-        self.store.write(snapshot_id, records)
-        return self.store.retain_latest(self.retain_count)
+        """Blocking (worker thread): write, publish, and drop snapshots beyond
+        retention; the running snapshot ends here, written or not."""
+        try:
+            self.store.write(snapshot_id, records)
+            return self.store.retain_latest(self.retain_count)
+        finally:
+            self.snapshot_running = False
 
     def snapshot_written(self, snapshot_id: SnapshotId, now_ms: int) -> None:
         self.trigger.on_snapshot_taken(now_ms, self._covered_bytes)

@@ -25,6 +25,7 @@ from quorum.common.channels import exchange, open_channel
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.raft.client_api import ProposalFailed
 from quorum.raft.effects import Role
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -37,7 +38,7 @@ from quorum.raft.messages import (
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
 from quorum.server.codec import from_proto, to_proto
-from quorum.server.driver import ProposalFailed, RaftDriver
+from quorum.server.driver import RaftDriver
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
@@ -91,6 +92,9 @@ class GrpcTransport:
         self.rejected_by: set[int] = set()
         self.driver: RaftDriver | None = None
         self.on_foreign_cluster: Callable[[set[int]], None] | None = None
+
+    def bind(self, driver: RaftDriver) -> None:
+        self.driver = driver
 
     def send_request(self, destination: int, message: Message) -> None:
         if destination not in self._stubs:
@@ -224,11 +228,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     # ------------------------------------------------------------- rejections
 
     def _hint(self) -> dict[str, str]:
-        core = self._driver.core
-        hint = {"epoch": str(core.epoch), "leader_id": str(core.leader_id or -1)}
-        if core.leader_id is not None and core.leader_id in self._addresses:
-            hint["leader_address"] = self._addresses[core.leader_id]
-        return hint
+        return leader_hint(self._driver, self._addresses, self._driver.leader_id)
 
     async def _reject(self, context: Any, error: ErrorCode, message: str) -> Any:
         await context.abort_with_status(rich_status(error, message, self._hint()))
@@ -258,7 +258,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         if error is not ErrorCode.NONE:
             await context.abort_with_status(
                 rich_status(
-                    error, f"{error.name} in epoch {self._driver.core.epoch}", self._hint(), wire
+                    error, f"{error.name} in epoch {self._driver.epoch}", self._hint(), wire
                 )
             )
         return wire
@@ -336,33 +336,24 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
         await self._check(context, request.cluster_id, problems)
-        core = self._driver.core
-        if request.epoch < core.epoch:
+        driver = self._driver
+        if request.epoch < driver.epoch:
             await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")
-        if request.epoch > core.epoch:
+        if request.epoch > driver.epoch:
             await self._reject(context, ErrorCode.UNKNOWN_LEADER_EPOCH, "epoch not known yet")
-        if core.role is not Role.LEADER:
+        if driver.role is not Role.LEADER:
             await self._reject(context, ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the leader")
-        replicated = self._driver.replicated
-        if replicated is None:
-            await self._reject(
-                context, ErrorCode.SNAPSHOT_NOT_FOUND, "this node keeps no snapshots"
-            )
-        assert replicated is not None
         wanted = SnapshotId(request.snapshot_id.end_offset, request.snapshot_id.epoch)
         max_bytes = min(request.max_bytes, MAX_SNAPSHOT_CHUNK)
-        loop = asyncio.get_running_loop()
         try:
-            chunk = await loop.run_in_executor(
-                None, replicated.store.read_chunk, wanted, request.position, max_bytes
-            )
+            chunk = await driver.read_snapshot_chunk(wanted, request.position, max_bytes)
         except SnapshotNotFoundError:
             await self._reject(context, ErrorCode.SNAPSHOT_NOT_FOUND, f"no snapshot {wanted}")
         except ValueError as err:
             await self._reject(context, ErrorCode.POSITION_OUT_OF_RANGE, str(err))
         return pb.FetchSnapshotResponse(
-            epoch=core.epoch,
-            leader_id=core.leader_id if core.leader_id is not None else -1,
+            epoch=driver.epoch,
+            leader_id=_wire_leader(driver.leader_id),
             snapshot_id=request.snapshot_id,
             size=chunk.total_size,
             position=chunk.position,
@@ -378,11 +369,25 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         return describe_quorum(self._driver, self._addresses, request.include_image_digest)
 
 
+def _wire_leader(leader_id: int | None) -> int:
+    """No leader is -1 on the wire; node 0 is a valid leader (`x or -1` lost it)."""
+    return -1 if leader_id is None else leader_id
+
+
+def leader_hint(
+    driver: RaftDriver, addresses: Mapping[int, str], leader_id: int | None
+) -> dict[str, str]:
+    """The rich-status metadata naming the epoch and the leader, if known."""
+    hint = {"epoch": str(driver.epoch), "leader_id": str(_wire_leader(leader_id))}
+    if leader_id is not None and leader_id in addresses:
+        hint["leader_address"] = addresses[leader_id]
+    return hint
+
+
 def describe_quorum(
     driver: RaftDriver, addresses: Mapping[int, str], include_image_digest: bool = False
 ) -> pb.DescribeQuorumResponse:
     """This node's view; the replica lists only when it leads (as Kafka's tool shows)."""
-    core = driver.core
     now_ms = driver.clock()
     wall_ms = int(time.time() * 1000)
 
@@ -391,28 +396,28 @@ def describe_quorum(
 
     out = pb.DescribeQuorumResponse(
         node_id=driver.config.node_id,
-        leader_id=core.leader_id if core.leader_id is not None else -1,
-        leader_epoch=core.epoch,
-        high_watermark=core.high_watermark,
-        role=core.role.value,
-        log_start_offset=core.log.start_offset,
-        log_end_offset=core.log.end_offset,
-        leader_address=addresses.get(core.leader_id, "") if core.leader_id is not None else "",
+        leader_id=_wire_leader(driver.leader_id),
+        leader_epoch=driver.epoch,
+        high_watermark=driver.high_watermark,
+        role=driver.role.value,
+        log_start_offset=driver.log_start_offset,
+        log_end_offset=driver.log_end_offset,
+        leader_address=addresses.get(driver.leader_id, "") if driver.leader_id is not None else "",
     )
     if driver.replicated is not None:
         out.applied_offset = driver.replicated.image.applied_offset
         if include_image_digest:
             out.image_digest = driver.replicated.image.digest()
-    if core.role is Role.LEADER:
+    if driver.role is Role.LEADER:
         me = pb.ReplicaState(
             replica_id=driver.config.node_id,
-            log_end_offset=core.flushed_end,
+            log_end_offset=driver.flushed_end,
             last_fetch_timestamp_ms=wall_ms,
             last_caught_up_timestamp_ms=wall_ms,
             address=addresses.get(driver.config.node_id, ""),
         )
         out.current_voters.append(me)
-        for replica, progress in sorted(core.replica_progress().items()):
+        for replica, progress in sorted(driver.replica_progress().items()):
             state = pb.ReplicaState(
                 replica_id=replica,
                 log_end_offset=progress.end_offset,
@@ -446,10 +451,12 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         self._validate_record = validate_record
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
-        hint = {"epoch": str(self._driver.core.epoch), "leader_id": str(leader_id or -1)}
-        if leader_id is not None and leader_id in self._addresses:
-            hint["leader_address"] = self._addresses[leader_id]
-        where = f"node {leader_id} at {hint.get('leader_address', '?')}" if leader_id else "unknown"
+        hint = leader_hint(self._driver, self._addresses, leader_id)
+        where = (
+            f"node {leader_id} at {hint.get('leader_address', '?')}"
+            if leader_id is not None
+            else "unknown"
+        )
         return rich_status(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
             f"node {self._driver.config.node_id} is not the leader; leader: {where}",
@@ -490,7 +497,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         except NotLeaderError as err:
             await context.abort_with_status(self._not_leader(err.leader_id))
         except ProposalFailed:
-            await context.abort_with_status(self._not_leader(self._driver.core.leader_id))
+            await context.abort_with_status(self._not_leader(self._driver.leader_id))
         return pb.WriteResponse(
             epoch=result.epoch,
             base_offset=result.first_offset,

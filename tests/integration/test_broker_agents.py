@@ -391,16 +391,32 @@ def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
     assert answer.batches and answer.batches[0].base_offset >= hw
 
 
+def catches_sigterm(pid: int, timeout_s: float = 10.0) -> None:
+    """Wait until the process has a SIGTERM handler (bit 15 of SigCgt in /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+                     .split()[1], 16)  # fmt: skip
+        if caught & (1 << (signal.SIGTERM - 1)):
+            return
+        time.sleep(0.002)
+    raise AssertionError(f"process {pid} never installed a SIGTERM handler")
+
+
 def test_a_sigterm_at_any_point_of_start_up_ends_the_agent_cleanly(cluster: Cluster) -> None:
     cluster.add_brokers(14)
     proc = cluster.brokers[14]
-    for delay_s in (0.05, 0.3, 0.8):
+    for delay_s in (0.0, 0.2, 0.6):
         started = subprocess.Popen(
             [str(BIN / "broker-agent"), "--config", str(proc.config)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
+        # From the first moment the process can catch SIGTERM (before that the
+        # interpreter itself is still starting and runs no code of ours).
+        catches_sigterm(started.pid)
         time.sleep(delay_s)
         started.send_signal(signal.SIGTERM)
         _, err = started.communicate(timeout=30)

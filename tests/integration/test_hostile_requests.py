@@ -40,7 +40,7 @@ def raw_call(address: str, method: str, payload: bytes) -> grpc.RpcError | bytes
                 response_deserializer=lambda b: b,
             )
             try:
-                answer: bytes = await call(payload, timeout=5)
+                answer: bytes = await call(payload, timeout=15)
                 return answer
             except grpc.aio.AioRpcError as err:
                 return err
@@ -58,11 +58,17 @@ def fetch(cluster: Cluster, node_id: int, epoch: int, replica_id: int = 4242) ->
 
 
 def epochs(cluster: Cluster) -> dict[int, tuple[int, int]]:
-    """Each node's (epoch, leader id)."""
-    return {
-        n: (view.leader_epoch, view.leader_id)
-        for n, view in ((n, cluster.describe(n)) for n in cluster.procs)
-    }
+    """Each node's (epoch, leader id); a describe slowed by a loaded machine is retried."""
+    views: dict[int, tuple[int, int]] = {}
+
+    def described() -> bool:
+        for n in cluster.procs:
+            view = cluster.describe(n)
+            views[n] = (view.leader_epoch, view.leader_id)
+        return True
+
+    cluster.wait_until(described, 30, "every node described")
+    return views
 
 
 def test_a_far_future_fetch_from_a_non_voter_changes_no_epoch(cluster: Cluster) -> None:

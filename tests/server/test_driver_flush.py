@@ -25,6 +25,9 @@ from snapshots.api import SnapshotChunk
 
 
 class NoPeers:
+    def bind(self, driver: RaftDriver) -> None:
+        pass
+
     def send_request(self, destination: int, message: Message) -> None:
         raise AssertionError(f"a single voter has no one to send {message} to")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from quorum.server.commit_clock import CommitClock
+from quorum.controller.commit_clock import CommitClock
 
 
 def test_waiters_wake_on_the_next_commit_and_time_out_without_one() -> None:

@@ -15,10 +15,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
-from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import encode
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import metadata_pb2 as md
@@ -34,13 +32,6 @@ class NotController(Exception):
     def __init__(self, leader_id: int | None) -> None:
         super().__init__(f"not the active controller (leader: {leader_id})")
         self.leader_id = leader_id
-
-
-@dataclass
-class ControllerStats:
-    queue_seconds: list[float] = field(default_factory=list)
-    process_seconds: list[float] = field(default_factory=list)
-    errors: int = 0
 
 
 class WriteQueue:
@@ -60,7 +51,6 @@ class WriteQueue:
         self._ready = ready
         self._leader_id = leader_id
         self._lock = asyncio.Lock()
-        self.stats = ControllerStats()
         self.on_timing: list[Callable[[float, float], None]] = []
 
     @property
@@ -107,8 +97,3 @@ class WriteQueue:
             if leader != self.node_id or time.monotonic() >= deadline:
                 raise NotController(leader if leader != self.node_id else None)
             await asyncio.sleep(0.01)
-
-
-def require(condition: bool, error: ApiError, message: str) -> None:
-    if not condition:
-        raise ControllerError(error, message)

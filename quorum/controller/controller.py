@@ -1,0 +1,328 @@
+"""The metadata controller: one object for what the active controller decides.
+
+It owns the committed image's write path (the write queue), broker sessions and
+fencing, automatic leader rebalancing, the commit clock, and MetadataFetch's
+decisions (heartbeat, snapshot or batches, long poll). It talks to Raft only
+through the `RaftClient` seam and knows nothing of gRPC: refusals are
+`ControllerError` (Kafka's error name and a message) or `NotController` (with
+the leader's id), which the servicers in `quorum.server` turn into statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from quorum.controller import config_schema as cs
+from quorum.controller import partition_ops
+from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.broker_registry import BrokerRegistry
+from quorum.controller.commit_clock import CommitClock
+from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.request_limits import RequestLimits
+from quorum.controller.validation import check_request
+from quorum.controller.write_queue import NotController, WriteQueue
+from quorum.gen import admin_pb2 as api
+from quorum.gen import broker_pb2 as bpb
+from quorum.gen import metadata_pb2 as md
+from quorum.raft.client_api import LeaderAndEpoch, ProposalFailed, RaftClient
+from quorum.raft.node import NotLeaderError
+
+T = TypeVar("T")
+
+COMMIT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RECORDS = 20_000
+MAX_WAIT_CAP_MS = 10_000
+SNAPSHOT_LAG_RECORDS = 500_000
+
+_BROKER_STATES = frozenset(bpb.BrokerState.values())
+
+
+class CommitTimeout(Exception):
+    """A write was proposed but not committed in time; it may still commit."""
+
+
+class QuorumController:
+    def __init__(
+        self,
+        raft: RaftClient,
+        image: MetadataImage,
+        cluster_id: str,
+        addresses: Mapping[int, str],
+        rng: random.Random | None = None,
+        session_timeout_s: float = 9.0,
+        limits: RequestLimits | None = None,
+        wall_clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self.raft = raft
+        self.image = image
+        self.cluster_id = cluster_id
+        self.addresses = dict(addresses)
+        self.rng = rng or random.Random()
+        self.limits = limits or RequestLimits()
+        self.registry = BrokerRegistry(image, session_timeout_s)
+        self.commits = (
+            CommitClock() if wall_clock_ms is None else CommitClock(clock_ms=wall_clock_ms)
+        )
+        self.queue = WriteQueue(
+            image, raft.node_id, self._propose, self._ready, lambda: self.leader.leader_id
+        )
+        self.errors = 0  # call-level refusals, for the metrics
+        raft.register(self)
+
+    # ------------------------------------------------------- RaftListener
+
+    def handle_commit(self, high_watermark: int) -> None:
+        self.commits.on_commit(high_watermark)
+
+    def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
+        """Nothing to do at once: the write queue asks `_ready` per write, and the
+        fencing loop refreshes every session when this node becomes active."""
+
+    # ------------------------------------------------------------ writes
+
+    @property
+    def leader(self) -> LeaderAndEpoch:
+        return self.raft.leader_and_epoch()
+
+    def _ready(self) -> bool:
+        raft = self.raft
+        return raft.leader_committed_epoch and self.image.applied_offset >= raft.high_watermark
+
+    async def _propose(self, records: list[bytes]) -> object:
+        return await asyncio.wait_for(self.raft.propose(records), COMMIT_TIMEOUT_S)
+
+    def admit(self, request: object) -> None:
+        """The edge: a request's bounds, before it waits for the queue or reads
+        the image; a refusal changes nothing."""
+        try:
+            check_request(request, self.limits)
+        except ControllerError:
+            self.errors += 1
+            raise
+
+    async def write(self, build: Callable[[], tuple[list[md.MetadataRecord], T]]) -> T:
+        """Validate against the committed image, propose, return once committed."""
+        try:
+            return await self.queue.submit(build)
+        except ControllerError:
+            self.errors += 1
+            raise
+        except (NotLeaderError, ProposalFailed) as err:
+            raise NotController(self.leader.leader_id) from err
+        except TimeoutError as err:
+            raise CommitTimeout(
+                f"not committed within {COMMIT_TIMEOUT_S:.0f}s; it may still commit"
+            ) from err
+
+    def offset_hint(self) -> int:
+        """The broker epoch a new registration gets: at least the next log offset."""
+        return self.raft.log_end_offset
+
+    # ------------------------------------------------------------ brokers
+
+    async def register_broker(
+        self, request: bpb.RegisterBrokerRequest
+    ) -> bpb.RegisterBrokerResponse:
+        self.admit(request)
+        reply: bpb.RegisterBrokerResponse = await self.write(
+            lambda: self.registry.build_register(request, self.offset_hint())
+        )
+        return reply
+
+    async def heartbeat(self, request: bpb.BrokerHeartbeatRequest) -> bpb.BrokerHeartbeatResponse:
+        """A heartbeat that changes nothing about the broker is answered without
+        the write queue; one that must fence, unfence or start a controlled
+        shutdown goes through it like any write."""
+        registry = self.registry
+        if registry.heartbeat_needs_write(request):
+            reply: bpb.BrokerHeartbeatResponse = await self.write(
+                lambda: registry.build_heartbeat(request, self.raft.high_watermark)
+            )
+            return reply
+        await self.queue.wait_active()
+        _, reply = registry.build_heartbeat(request, self.raft.high_watermark)
+        return reply
+
+    async def metadata_fetch(
+        self, request: bpb.MetadataFetchRequest, received_ms: int
+    ) -> bpb.MetadataFetchResponse:
+        """A broker's heartbeat and pull, validated before the heartbeat counts:
+
+        - below the log start, or more than `SNAPSHOT_LAG_RECORDS` behind with a
+          snapshot to offer: load that snapshot first;
+        - else the committed batches after its offset, never past the high
+          watermark, each with its append and commit times;
+        - a caught-up fetch is parked until the next commit or `max_wait_ms`."""
+        problems = fetch_problems(request)
+        if problems:
+            self.errors += 1
+            raise ControllerError(ApiError.INVALID_REQUEST, "; ".join(problems))
+        raft = self.raft
+        if request.fetch_offset > raft.log_end_offset:
+            raise ControllerError(
+                ApiError.OFFSET_OUT_OF_RANGE,
+                f"fetch offset {request.fetch_offset} is past the log end "
+                f"{raft.log_end_offset}: the broker's cache is not from this log",
+            )
+        beat = await self.heartbeat(
+            bpb.BrokerHeartbeatRequest(
+                cluster_id=request.cluster_id,
+                broker_id=request.broker_id,
+                broker_epoch=request.broker_epoch,
+                current_metadata_offset=request.fetch_offset,
+                want_fence=request.want_fence,
+                want_shutdown=request.want_shutdown,
+            )
+        )
+        session = self.registry.sessions.get(request.broker_id)
+        if session is not None:
+            session.reported_state = bpb.BrokerState.Name(request.current_state)
+        response = bpb.MetadataFetchResponse(
+            is_fenced=beat.is_fenced,
+            is_caught_up=beat.is_caught_up,
+            should_shut_down=beat.should_shut_down,
+            controller_receive_time_ms=received_ms,
+            controller_id=raft.node_id,
+        )
+        snapshot = self._snapshot_to_load(request.fetch_offset)
+        if snapshot is not None:
+            response.load_snapshot.CopyFrom(snapshot)
+        else:
+            if request.fetch_offset >= raft.high_watermark and not beat.should_shut_down:
+                await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
+            self._fill_batches(response, request.fetch_offset, request.max_records)
+        response.high_watermark = raft.high_watermark
+        return response
+
+    def _snapshot_to_load(self, fetch_offset: int) -> bpb.SnapshotRef | None:
+        raft = self.raft
+        behind = raft.high_watermark - fetch_offset
+        if fetch_offset >= raft.log_start_offset and behind <= SNAPSHOT_LAG_RECORDS:
+            return None
+        latest = raft.latest_snapshot()
+        if latest is None or latest.end_offset <= fetch_offset:
+            return None
+        return bpb.SnapshotRef(end_offset=latest.end_offset, epoch=latest.epoch)
+
+    def _fill_batches(
+        self, response: bpb.MetadataFetchResponse, fetch_offset: int, max_records: int
+    ) -> None:
+        budget = max_records or DEFAULT_MAX_RECORDS
+        for batch in self.raft.read_committed(fetch_offset, budget):
+            skip = max(0, fetch_offset - batch.base_offset)
+            records = batch.records[skip:]
+            response.batches.add(
+                base_offset=batch.base_offset + skip,
+                epoch=batch.epoch,
+                append_time_ms=batch.append_time_ms,
+                commit_time_ms=self.commits.commit_time_ms(batch.last_offset),
+                control=batch.control,
+                records=records,
+            )
+            budget -= len(records)
+            if budget <= 0:
+                break
+
+    def check_snapshot_fetcher(self, broker_id: int, broker_epoch: int) -> None:
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise ControllerError(
+                ApiError.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} epoch {broker_epoch}"
+            )
+        if broker.broker_epoch != broker_epoch:
+            raise ControllerError(
+                ApiError.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch}"
+            )
+
+    # ------------------------------------------------------------ reads
+
+    def describe_cluster(self) -> api.DescribeClusterResponse:
+        image = self.image
+        leader = self.leader.leader_id
+        response = api.DescribeClusterResponse(
+            cluster_id=self.cluster_id,
+            controller_id=leader if leader is not None else -1,
+            controller_address=self.addresses.get(leader, "") if leader is not None else "",
+            metadata_offset=image.applied_offset,
+        )
+        registry = self.registry
+        sessions, now, active = registry.sessions, registry.clock(), self.queue.active
+        for broker_id in sorted(image.brokers):
+            b = image.brokers[broker_id]
+            host, port = (b.endpoints[0][1], b.endpoints[0][2]) if b.endpoints else ("", 0)
+            response.brokers.add(
+                broker_id=broker_id,
+                host=host,
+                port=port,
+                rack=b.rack or "",
+                broker_epoch=b.broker_epoch,
+                fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown,
+                state=b.state,
+                incarnation_id=b.incarnation_id,
+            )
+            session = sessions.get(broker_id) if active else None
+            if session is not None:
+                described = response.brokers[-1]
+                described.last_heartbeat_age_ms = int((now - session.last_heartbeat) * 1000)
+                described.metadata_offset = session.metadata_offset
+                described.reported_state = session.reported_state
+        for name, level in sorted(image.features.items()):
+            response.features.add(name=name, level=level)
+        return response
+
+    # ------------------------------------------------------ background loops
+
+    async def rebalance_forever(self) -> None:
+        """`auto.leader.rebalance.enable`: every `leader.imbalance.check.interval.seconds`
+        the active controller moves leadership back to preferred replicas where a
+        broker's imbalance passes `leader.imbalance.per.broker.percentage`."""
+        while True:
+            cluster = self.image.config(cs.CLUSTER, "")
+            await asyncio.sleep(int(cluster.get("leader.imbalance.check.interval.seconds", "300")))
+            if not self.queue.active:
+                continue
+            with contextlib.suppress(NotController, CommitTimeout, ControllerError):
+                await self.write(self._build_rebalance)
+
+    async def fence_expired_forever(self) -> None:
+        """The heartbeat manager: fence brokers whose sessions ran out, one write
+        each. A controller that has just become active first gives every broker a
+        fresh session, so a failover fences nobody who is alive."""
+        was_active = False
+        period = min(0.25, self.registry.session_timeout_s / 8)
+        while True:
+            await asyncio.sleep(period)
+            active = self.queue.active
+            if active and not was_active:
+                self.registry.refresh_all()
+            was_active = active
+            if not active:
+                continue
+            for broker_id in self.registry.expired():
+                with contextlib.suppress(NotController, CommitTimeout, ControllerError):
+                    await self.write(lambda b=broker_id: self.registry.build_fence_expired(b))
+
+    def _build_rebalance(self) -> tuple[list[Any], None]:
+        return partition_ops.build_rebalance(self.image), None
+
+
+def fetch_problems(request: bpb.MetadataFetchRequest) -> list[str]:
+    """Everything wrong with a MetadataFetch, found before its heartbeat is applied."""
+    problems = [
+        f"{name} must not be negative, got {value}"
+        for name, value in (
+            ("broker_id", request.broker_id),
+            ("fetch_offset", request.fetch_offset),
+            ("max_wait_ms", request.max_wait_ms),
+            ("max_records", request.max_records),
+        )
+        if value < 0
+    ]
+    if request.current_state not in _BROKER_STATES:
+        problems.append(f"current_state {request.current_state} is not a broker state")
+    return problems

@@ -1,0 +1,135 @@
+"""The arrows of DESIGN.md, enforced: who may import whom.
+
+raft imports nothing of the project; log and snapshots never import controller
+or server; controller never imports server or grpc; clients, the CLI, the broker
+agent and the shared plumbing never import server; analytics reads exports,
+never live internals. Every import statement is read with `ast`, including
+those inside functions, so a lazy import cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Rule:
+    modules: tuple[str, ...]  # path prefixes, relative to the repository
+    forbidden: tuple[str, ...]  # module name prefixes
+    allowed: tuple[str, ...] = ()  # exceptions to `forbidden`
+
+
+RULES = {
+    "raft imports nothing of the project": Rule(
+        ("quorum/raft/",),
+        ("quorum", "snapshots", "broker_agent", "analytics", "grpc"),
+        allowed=("quorum.raft",),
+    ),
+    "log never imports controller or server": Rule(
+        ("quorum/log/",), ("quorum.controller", "quorum.server", "grpc")
+    ),
+    "snapshots never import controller or server": Rule(
+        ("snapshots/",), ("quorum.controller", "quorum.server", "grpc")
+    ),
+    "controller never imports server or grpc": Rule(
+        ("quorum/controller/",), ("quorum.server", "grpc")
+    ),
+    "clients, CLI, broker agent and shared plumbing never import server": Rule(
+        (
+            "quorum/client.py",
+            "quorum/admin_client.py",
+            "quorum/cli/",
+            "quorum/common/",
+            "quorum/launcher.py",
+            "broker_agent/",
+        ),
+        ("quorum.server",),
+    ),
+    "analytics reads exports, never live internals": Rule(
+        ("analytics/",), ("quorum.server", "quorum.controller.controller", "broker_agent")
+    ),
+}
+
+
+def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
+    """(line, module name) for every import in `source`; relative imports resolved
+    against `module` (dotted name of the file's package)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")[: -node.level]
+                base = ".".join([*package, base] if base else package)
+            found.append((node.lineno, base))
+    return found
+
+
+def violations(rule: Rule, path: str, source: str) -> list[str]:
+    module = path.removesuffix(".py").replace("/", ".")
+    bad = []
+    for line, name in imported_modules(source, module):
+        if any(name == a or name.startswith(a + ".") for a in rule.allowed):
+            continue
+        if any(name == f or name.startswith(f + ".") for f in rule.forbidden):
+            bad.append(f"{path}:{line} imports {name}")
+    return bad
+
+
+def files_of(rule: Rule) -> list[Path]:
+    out: list[Path] = []
+    for prefix in rule.modules:
+        target = ROOT / prefix
+        if target.is_file():
+            out.append(target)
+        elif target.is_dir():
+            out.extend(sorted(target.rglob("*.py")))
+    return out
+
+
+@pytest.mark.parametrize("name", list(RULES))
+def test_no_forbidden_arrow(name: str) -> None:
+    rule = RULES[name]
+    files = files_of(rule)
+    assert files or name.startswith("analytics"), f"rule {name!r} matches no file"
+    bad: list[str] = []
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        bad.extend(violations(rule, relative, path.read_text()))
+    assert not bad, f"{name}:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "source"),
+    [
+        ("raft imports nothing of the project", "quorum/raft/x.py", "import quorum.log.api\n"),
+        ("raft imports nothing of the project", "quorum/raft/x.py", "from ..log import api\n"),
+        ("controller never imports server or grpc", "quorum/controller/x.py", "import grpc\n"),
+        (
+            "controller never imports server or grpc",
+            "quorum/controller/x.py",
+            "def f():\n    from quorum.server.driver import RaftDriver\n",
+        ),
+        (
+            "clients, CLI, broker agent and shared plumbing never import server",
+            "broker_agent/x.py",
+            "from quorum.server import transport\n",
+        ),
+    ],
+)
+def test_the_checker_catches_a_planted_forbidden_import(name: str, path: str, source: str) -> None:
+    assert violations(RULES[name], path, source)
+
+
+def test_the_checker_lets_allowed_imports_pass() -> None:
+    rule = RULES["raft imports nothing of the project"]
+    assert not violations(rule, "quorum/raft/x.py", "from quorum.raft.log import RaftLog\n")
+    assert not violations(rule, "quorum/raft/x.py", "from .log import RaftLog\n")
