@@ -1,0 +1,131 @@
+"""QuorumController against a fake Raft client: the seam is all it needs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.controller import QuorumController
+from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.write_queue import NotController
+from quorum.gen import broker_pb2 as bpb
+from quorum.raft.client_api import LeaderAndEpoch, RaftListener
+from quorum.raft.config import ProposeResult
+from quorum.raft.node import NotLeaderError
+from quorum.raft.records import Batch, SnapshotId
+
+
+class FakeRaft:
+    """Commits every proposal at once, as a single-voter quorum would."""
+
+    def __init__(self, node_id: int = 1, leading: bool = True) -> None:
+        self._node_id = node_id
+        self.leading = leading
+        self.batches: list[Batch] = []
+        self.listeners: list[RaftListener] = []
+        self.image: MetadataImage | None = None
+
+    @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    async def propose(self, records: list[bytes]) -> ProposeResult:
+        if not self.leading:
+            raise NotLeaderError(1, 2)
+        base = self.log_end_offset
+        self.batches.append(Batch(base, 1, tuple(records), 1000))
+        assert self.image is not None
+        for i, record in enumerate(records):
+            self.image.apply(base + i, record)
+        for listener in self.listeners:
+            listener.handle_commit(self.log_end_offset)
+        return ProposeResult(1, base, base + len(records) - 1)
+
+    def leader_and_epoch(self) -> LeaderAndEpoch:
+        return LeaderAndEpoch(self._node_id if self.leading else 2, 1)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.batches[-1].next_offset if self.batches else 0
+
+    @property
+    def log_start_offset(self) -> int:
+        return 0
+
+    @property
+    def leader_committed_epoch(self) -> bool:
+        return self.leading
+
+    def read_committed(self, offset: int, max_records: int) -> Sequence[Batch]:
+        return [b for b in self.batches if b.next_offset > offset]
+
+    def latest_snapshot(self) -> SnapshotId | None:
+        return None
+
+    def register(self, listener: RaftListener) -> None:
+        self.listeners.append(listener)
+
+
+def controller(raft: FakeRaft) -> QuorumController:
+    image = MetadataImage()
+    raft.image = image
+    return QuorumController(raft, image, "cluster-a", {1: "a:1", 2: "b:2"})
+
+
+def register(c: QuorumController, broker_id: int) -> int:
+    request = bpb.RegisterBrokerRequest(
+        broker_id=broker_id,
+        incarnation_id=f"inc-{broker_id}",
+        listeners=[bpb.Listener(name="PLAINTEXT", host="h", port=9092)],
+    )
+    return asyncio.run(c.register_broker(request)).broker_epoch
+
+
+def test_a_registration_is_proposed_committed_and_applied_through_the_seam() -> None:
+    raft = FakeRaft()
+    c = controller(raft)
+    epoch = register(c, 101)
+    assert raft.batches, "nothing was proposed"
+    assert c.image.brokers[101].broker_epoch == epoch
+
+
+def test_metadata_fetch_answers_committed_batches_with_their_commit_times() -> None:
+    raft = FakeRaft()
+    c = controller(raft)
+    epoch = register(c, 101)
+    request = bpb.MetadataFetchRequest(
+        broker_id=101, broker_epoch=epoch, fetch_offset=0, current_state=bpb.FENCED
+    )
+    response = asyncio.run(c.metadata_fetch(request, received_ms=5))
+    assert response.high_watermark == raft.high_watermark
+    assert sum(len(b.records) for b in response.batches) == raft.high_watermark
+    assert response.controller_receive_time_ms == 5
+
+
+@pytest.mark.parametrize("state", [99, -1])
+def test_a_fetch_with_an_unknown_broker_state_is_refused_before_its_heartbeat(
+    state: int,
+) -> None:
+    raft = FakeRaft()
+    c = controller(raft)
+    epoch = register(c, 101)
+    proposed = len(raft.batches)
+    request = bpb.MetadataFetchRequest(broker_id=101, broker_epoch=epoch, current_state=state)
+    with pytest.raises(ControllerError) as caught:
+        asyncio.run(c.metadata_fetch(request, received_ms=0))
+    assert caught.value.error is ApiError.INVALID_REQUEST
+    assert len(raft.batches) == proposed
+
+
+def test_a_write_on_a_follower_names_the_leader() -> None:
+    c = controller(FakeRaft(leading=False))
+    with pytest.raises(NotController) as caught:
+        register(c, 101)
+    assert caught.value.leader_id == 2
