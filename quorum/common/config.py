@@ -3,51 +3,12 @@
 Operators of Kafka's KRaft controllers already know these keys, so we read the
 same file format with the same names and defaults instead of inventing our own.
 
-Kafka's keys (same meaning, same default):
-
-=============================================  =========================================
-``node.id``                                    required, >= 0
-``process.roles``                              required: ``controller`` (a voter) or
-                                               ``broker`` (here: an observer that follows
-                                               the log); combined mode is refused
-``controller.quorum.voters``                   required: ``1@host:9093,2@host:9094,...``
-``listeners``                                  required: ``CONTROLLER://host:port``
-                                               (an empty host binds every interface)
-``controller.listener.names``                  ``CONTROLLER``; the first name is used
-``metadata.log.dir``                           required
-``controller.quorum.election.timeout.ms``      1000
-``controller.quorum.fetch.timeout.ms``         2000
-``controller.quorum.election.backoff.max.ms``  1000
-``controller.quorum.request.timeout.ms``       2000
-``controller.quorum.retry.backoff.ms``         20
-``metadata.log.segment.bytes``                 1 GiB (our minimum is 8 KiB, Kafka's 8 MiB,
-                                               so tests can roll segments cheaply)
-``metadata.log.segment.ms``                    7 days
-``metadata.max.retention.bytes``               100 MiB (-1: unlimited)
-``metadata.max.retention.ms``                  7 days (-1: unlimited)
-``metadata.snapshot.max.new.record.bytes``     20 MiB
-``metadata.snapshot.max.interval.ms``          1 hour (0: no time-based snapshots)
-``broker.session.timeout.ms``                  9000: a broker whose MetadataFetch
-                                               heartbeats stop this long is fenced
-=============================================  =========================================
-
-Ours (Kafka has no such key):
-
-=============================================  =========================================
-``controller.quorum.fetch.max.wait.ms``        500: how long the leader parks a fetch
-                                               that has nothing new (fixed in Kafka)
-``metrics.listener``                           unset: ``http://host:port`` of the
-                                               Prometheus endpoint (Kafka uses JMX)
-``metadata.snapshot.retain.count``             2: snapshots kept on disk, newest first
-``log.level``                                  INFO (``WARN``/``FATAL`` accepted as the
-                                               log4j spellings)
-=============================================  =========================================
-
-Request limits (quorum/controller/request_limits.py, which owns their names and
-defaults): ``socket.request.max.bytes`` (Kafka's), ``max.partitions`` (KIP-578's
-cluster-wide cap), ``controller.max.partitions.per.request``,
-``controller.max.request.items``, ``controller.max.name.length`` and
-``controller.max.config.value.length``.
+The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters``,
+``listeners``, ``controller.listener.names``, ``metadata.log.dir``, and ours,
+``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
+one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
+ours), from which parsing, the effective configuration and the README's table
+come. The admin request limits are `quorum.controller.request_limits`.
 
 Everything is checked before the process does anything: an unknown key (with the
 closest known one suggested, since a misspelt timeout would otherwise silently
@@ -72,6 +33,7 @@ from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.controller.request_limits import RequestLimits, default_of, limits_from
 
 __all__ = [
+    "INT_KEYS",
     "KAFKA_KEYS",
     "KNOWN_KEYS",
     "OUR_KEYS",
@@ -83,33 +45,6 @@ __all__ = [
     "render_properties",
 ]
 
-KAFKA_KEYS: tuple[str, ...] = (
-    "node.id",
-    "process.roles",
-    "controller.quorum.voters",
-    "listeners",
-    "controller.listener.names",
-    "metadata.log.dir",
-    "controller.quorum.election.timeout.ms",
-    "controller.quorum.fetch.timeout.ms",
-    "controller.quorum.election.backoff.max.ms",
-    "controller.quorum.request.timeout.ms",
-    "controller.quorum.retry.backoff.ms",
-    "metadata.log.segment.bytes",
-    "metadata.log.segment.ms",
-    "metadata.max.retention.bytes",
-    "metadata.max.retention.ms",
-    "metadata.snapshot.max.new.record.bytes",
-    "metadata.snapshot.max.interval.ms",
-    "broker.session.timeout.ms",
-)
-OUR_KEYS: tuple[str, ...] = (
-    "controller.quorum.fetch.max.wait.ms",
-    "metrics.listener",
-    "metadata.snapshot.retain.count",
-    "log.level",
-)
-KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
 
 CONTROLLER = "controller"
 BROKER = "broker"
@@ -201,8 +136,8 @@ class ControllerConfig:
             "controller.listener.names": DEFAULT_LISTENER_NAME,
             "metadata.log.dir": str(self.metadata_log_dir),
         }
-        for key, spec in _INT_KEYS.items():
-            props[key] = str(getattr(self, spec.field))
+        for key in INT_KEYS:
+            props[key.name] = str(getattr(self, key.field))
         props["metrics.listener"] = (
             f"http://{self.metrics_listener.address()}" if self.metrics_listener else ""
         )
@@ -220,27 +155,72 @@ class IntSpec:
     maximum: int = INT_MAX
 
 
+@dataclass(frozen=True)
+class IntKey:
+    """One integer property. Adding a key is one line in `INT_KEYS` (plus the
+    `ControllerConfig` field it fills, which a test checks): parsing, bounds,
+    the effective-config dump, "did you mean" and the README's table follow."""
+
+    name: str
+    field: str
+    default: int
+    minimum: int
+    maximum: int = INT_MAX
+    doc: str = ""
+    kafka: bool = True  # Kafka defines the key; else it is ours
+
+    @property
+    def spec(self) -> IntSpec:
+        return IntSpec(self.field, self.default, self.minimum, self.maximum)
+
+
 _DAY_MS = 24 * 3600 * 1000
-_INT_KEYS: dict[str, IntSpec] = {
-    "controller.quorum.election.timeout.ms": IntSpec("election_timeout_ms", 1000, 1),
-    "controller.quorum.fetch.timeout.ms": IntSpec("fetch_timeout_ms", 2000, 1),
-    "controller.quorum.election.backoff.max.ms": IntSpec("election_backoff_max_ms", 1000, 1),
-    "controller.quorum.request.timeout.ms": IntSpec("request_timeout_ms", 2000, 1),
-    "controller.quorum.retry.backoff.ms": IntSpec("retry_backoff_ms", 20, 0),
-    "controller.quorum.fetch.max.wait.ms": IntSpec("fetch_max_wait_ms", 500, 0),
-    "metadata.log.segment.bytes": IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
-    "metadata.log.segment.ms": IntSpec("log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
-    "metadata.max.retention.bytes": IntSpec("max_retention_bytes", 100 << 20, -1, LONG_MAX),
-    "metadata.max.retention.ms": IntSpec("max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX),
-    "metadata.snapshot.max.new.record.bytes": IntSpec(
-        "snapshot_max_new_record_bytes", 20 << 20, 1, LONG_MAX
-    ),
-    "metadata.snapshot.max.interval.ms": IntSpec(
-        "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
-    ),
-    "metadata.snapshot.retain.count": IntSpec("snapshot_retain_count", 2, 1),
-    "broker.session.timeout.ms": IntSpec("broker_session_timeout_ms", 9000, 1),
-}
+INT_KEYS: tuple[IntKey, ...] = (
+    IntKey("controller.quorum.election.timeout.ms", "election_timeout_ms", 1000, 1),
+    IntKey("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", 2000, 1),
+    IntKey("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", 1000, 1),
+    IntKey("controller.quorum.request.timeout.ms", "request_timeout_ms", 2000, 1),
+    IntKey("controller.quorum.retry.backoff.ms", "retry_backoff_ms", 20, 0),
+    IntKey("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", 500, 0,
+           doc="how long the leader holds an idle fetch", kafka=False),
+    IntKey("metadata.log.segment.bytes", "log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
+    IntKey("metadata.log.segment.ms", "log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
+    IntKey("metadata.max.retention.bytes", "max_retention_bytes", 100 << 20, -1, LONG_MAX,
+           doc="segments wholly below the latest snapshot; -1: unlimited"),
+    IntKey("metadata.max.retention.ms", "max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX,
+           doc="-1: unlimited"),
+    IntKey("metadata.snapshot.max.new.record.bytes", "snapshot_max_new_record_bytes",
+           20 << 20, 1, LONG_MAX),
+    IntKey("metadata.snapshot.max.interval.ms", "snapshot_max_interval_ms", 3600 * 1000, 0,
+           LONG_MAX, doc="0 disables time-based snapshots"),
+    IntKey("metadata.snapshot.retain.count", "snapshot_retain_count", 2, 1,
+           doc="snapshots kept on disk, newest first", kafka=False),
+    IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
+           doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
+)  # fmt: skip
+
+# The keys parsed by hand (structure rather than one number each).
+_STRUCTURAL_KAFKA_KEYS = (
+    "node.id",
+    "process.roles",
+    "controller.quorum.voters",
+    "listeners",
+    "controller.listener.names",
+    "metadata.log.dir",
+)
+_STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
+KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
+OUR_KEYS: tuple[str, ...] = _STRUCTURAL_OUR_KEYS + tuple(k.name for k in INT_KEYS if not k.kafka)
+KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
+
+
+def int_key_table() -> str:
+    """The README's table of integer keys, rendered from `INT_KEYS`."""
+    rows = ["| key | default | range | |", "|-----|---------|-------|--|"]
+    for k in INT_KEYS:
+        note = k.doc if k.kafka else f"ours: {k.doc}"
+        rows.append(f"| `{k.name}` | {k.default} | {k.minimum}..{k.maximum} | {note} |")
+    return "\n".join(rows) + "\n"
 
 
 def load_config(path: Path | str) -> ControllerConfig:
@@ -291,7 +271,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
     log_dir = props.get("metadata.log.dir", "")
     if not log_dir:
         raise ConfigError("metadata.log.dir", "is required: the metadata log directory")
-    ints = {spec.field: integer(props, key, spec) for key, spec in _INT_KEYS.items()}
+    ints = {key.field: integer(props, key.name, key.spec) for key in INT_KEYS}
     raw_metrics = props.get("metrics.listener", "")
     metrics = url("metrics.listener", raw_metrics) if raw_metrics else None
     level = log_level(props.get("log.level", "") or "INFO")
@@ -344,21 +324,8 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         listener=listener,
         advertised=voter_map.get(node_id, listener),
         metadata_log_dir=Path(log_dir),
-        election_timeout_ms=ints["election_timeout_ms"],
-        fetch_timeout_ms=ints["fetch_timeout_ms"],
-        election_backoff_max_ms=ints["election_backoff_max_ms"],
-        request_timeout_ms=ints["request_timeout_ms"],
-        retry_backoff_ms=ints["retry_backoff_ms"],
-        fetch_max_wait_ms=ints["fetch_max_wait_ms"],
         metrics_listener=metrics,
-        log_segment_bytes=ints["log_segment_bytes"],
-        log_segment_ms=ints["log_segment_ms"],
-        max_retention_bytes=ints["max_retention_bytes"],
-        max_retention_ms=ints["max_retention_ms"],
-        snapshot_max_new_record_bytes=ints["snapshot_max_new_record_bytes"],
-        snapshot_max_interval_ms=ints["snapshot_max_interval_ms"],
-        snapshot_retain_count=ints["snapshot_retain_count"],
-        broker_session_timeout_ms=ints["broker_session_timeout_ms"],
+        **ints,
         log_level=level,
         request_limits=limits,
         source=source,

@@ -6,6 +6,7 @@ that names that key, since an operator only sees the message.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import javaproperties
@@ -14,12 +15,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from quorum.common.config import (
+    INT_KEYS,
     KAFKA_KEYS,
     KNOWN_KEYS,
     OUR_KEYS,
     ConfigError,
     ControllerConfig,
     Endpoint,
+    int_key_table,
     load_config,
     parse_config,
     render_properties,
@@ -415,3 +418,22 @@ def test_render_properties_escapes_whatever_would_change_on_reading(
     values: dict[str, str],
 ) -> None:
     assert javaproperties.loads(render_properties(values, header="any\nheader")) == values
+
+
+def test_every_integer_key_fills_a_config_field_and_the_readme_shows_the_table() -> None:
+    """Adding a key is one line in INT_KEYS: this catches the field or docs it needs."""
+    fields = {f.name for f in dataclasses.fields(ControllerConfig)}
+    assert [k.field for k in INT_KEYS if k.field not in fields] == []
+    assert len({k.name for k in INT_KEYS}) == len(INT_KEYS)
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert int_key_table() in readme
+    defaults = parse_config(
+        {
+            "node.id": "1",
+            "process.roles": "controller",
+            "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": "CONTROLLER://127.0.0.1:9093",
+            "metadata.log.dir": "/tmp/x",
+        }
+    )
+    assert all(getattr(defaults, k.field) == k.default for k in INT_KEYS)
