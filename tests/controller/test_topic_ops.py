@@ -80,9 +80,9 @@ def test_replicas_span_every_rack_when_brokers_have_racks() -> None:
         s.broker(broker, rack=rack)
     create(s, new_topic("orders", partitions=12, factor=3))
 
-    rack = {b.broker_id: b.rack for b in s.image.brokers.values()}
+    rack_of = {b.broker_id: b.rack for b in s.image.brokers.values()}
     for part in s.topic_image("orders").partitions.values():
-        assert {rack[r] for r in part.replicas} == {"a", "b", "c"}, part.replicas
+        assert {rack_of[r] for r in part.replicas} == {"a", "b", "c"}, part.replicas
     leaders = Counter(p.leader for p in s.topic_image("orders").partitions.values())
     assert sorted(leaders.values()) == [2] * 6
 
