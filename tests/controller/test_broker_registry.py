@@ -92,7 +92,7 @@ class Cluster(Scenario):
 
 def test_a_broker_registers_fenced_at_the_offset_of_its_registration() -> None:
     c = Cluster()
-    c.commit([])  # nothing yet
+    c.online(7)
     offset = c.next_offset
     epoch = c.register(1, rack="r1")
     broker = c.image.brokers[1]
