@@ -108,7 +108,15 @@ class BrokerRegistry:
                 ApiError.DUPLICATE_BROKER_REGISTRATION,
                 f"broker {request.broker_id} is registered and alive with another incarnation",
             )
-        epoch = max([next_offset] + [b.broker_epoch + 1 for b in self.image.brokers.values()])
+        # An old incarnation still unfenced (its session ran out, the fencing write
+        # has not run yet) is fenced here first, its leaderships moved, as that
+        # write would: the new registration is fenced and the fencer skips it.
+        records = (
+            [] if existing is None or existing.fenced else self.fence_records(existing.broker_id)
+        )
+        epoch = max(
+            [next_offset + len(records)] + [b.broker_epoch + 1 for b in self.image.brokers.values()]
+        )
         record = md.RegisterBrokerRecord(
             broker_id=request.broker_id,
             incarnation_id=request.incarnation_id,
@@ -135,7 +143,8 @@ class BrokerRegistry:
         if request.HasField("rack"):
             record.rack = request.rack
         self.touch(request.broker_id, -1)
-        return [wrap(register_broker=record)], bpb.RegisterBrokerResponse(broker_epoch=epoch)
+        records.append(wrap(register_broker=record))
+        return records, bpb.RegisterBrokerResponse(broker_epoch=epoch)
 
     def build_heartbeat(
         self, request: bpb.BrokerHeartbeatRequest, high_watermark: int

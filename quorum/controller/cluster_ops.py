@@ -20,6 +20,7 @@ from quorum.gen import metadata_pb2 as md
 PRODUCER_ID_BLOCK = 1000
 
 ANY = 1  # Kafka's wildcard id in ACL filters
+MATCH, PREFIXED = 2, 4  # pattern types: a MATCH filter finds every ACL that applies to a name
 
 # Features this controller can run at: name -> (min, max) level.
 SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 0)}
@@ -169,13 +170,22 @@ def matches(acl: AclEntry, f: api.AclBindingFilter) -> bool:
 
     return (
         field(f.resource_type, acl.resource_type)
-        and field(f.pattern_type, acl.pattern_type)
+        and (f.pattern_type == MATCH or field(f.pattern_type, acl.pattern_type))
         and field(f.operation, acl.operation)
         and field(f.permission_type, acl.permission_type)
-        and (not f.HasField("resource_name") or f.resource_name == acl.resource_name)
+        and (not f.HasField("resource_name") or _name_matches(f, acl))
         and (not f.HasField("principal") or f.principal == acl.principal)
         and (not f.HasField("host") or f.host == acl.host)
     )
+
+
+def _name_matches(f: api.AclBindingFilter, acl: AclEntry) -> bool:
+    """Kafka's rule: MATCH takes the literal name, the literal '*' and any prefix."""
+    if f.pattern_type != MATCH:
+        return f.resource_name == acl.resource_name
+    if acl.pattern_type == PREFIXED:
+        return f.resource_name.startswith(acl.resource_name)
+    return acl.resource_name in (f.resource_name, "*")
 
 
 def describe_acls(
