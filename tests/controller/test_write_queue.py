@@ -1,4 +1,4 @@
-"""The active controller's write path (WriteQueue in quorum/controller/quorum_controller.py)
+"""The active controller's write path (WriteQueue in quorum/controller/write_queue.py)
 on an asyncio loop, with a fake Raft behind its propose seam.
 
 The fake commits a proposal when the test lets it and then applies its records to
@@ -22,8 +22,8 @@ from image_scenario import Scenario, error_of
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import decode, encode, record_type, wrap
 from quorum.controller.metadata_image import MetadataImage
-from quorum.controller.quorum_controller import PREPARE_CHUNK, NotController, WriteQueue
 from quorum.controller.topic_ops import Records, build_create_topics
+from quorum.controller.write_queue import PREPARE_CHUNK, NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
 
