@@ -65,6 +65,11 @@ class AdminClient:
         self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
         self._fetch_stream_address = ""
 
+    @property
+    def active_address(self) -> str | None:
+        """The controller that answered last (a CLI asks it how current its reads are)."""
+        return self._active
+
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
             self._channels[address] = open_channel(address)

@@ -15,6 +15,12 @@ import click
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095"
 ENV_BOOTSTRAP = "QUORUMCTL_BOOTSTRAP"
+DEFAULT_TIMEOUT_S = 15.0
+# Where the shared options leave their values for the code that makes the calls,
+# so every command takes them without each signature and call site repeating them.
+META_TIMEOUT = "quorumctl.timeout"
+META_REQUIRE_LEADER = "quorumctl.require_leader"
+META_STALE = "quorumctl.stale_read"
 
 
 class RequestFailed(click.ClickException):
@@ -33,11 +39,64 @@ def parse_bootstrap(value: str | None) -> list[str]:
     return addresses
 
 
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def store(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        ctx.meta[key] = value
+        return value
+
+    return store
+
+
+def command_timeout(default: float = DEFAULT_TIMEOUT_S) -> float:
+    """The command's `--timeout`, else `default` (also outside a click command)."""
+    ctx = click.get_current_context(silent=True)
+    value = ctx.meta.get(META_TIMEOUT) if ctx is not None else None
+    return float(value) if value is not None else default
+
+
+def require_leader() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(META_REQUIRE_LEADER))
+
+
+def mark_stale(reason: str) -> None:
+    """Say on stderr that this read may be stale, and keep the reason for JSON."""
+    click.echo(f"WARNING: possibly stale read: {reason}", err=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[META_STALE] = reason
+
+
+def stale_reason() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(META_STALE) if ctx is not None else None
+
+
 def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options every command that talks to the cluster takes."""
     command = click.option(
+        "--require-leader",
+        is_flag=True,
+        expose_value=False,
+        callback=_remember(META_REQUIRE_LEADER),
+        help="Reads: ask the active controller, and fail rather than answer from a "
+        "controller that knows no leader or lags (etcdctl --consistency=l).",
+    )(command)
+    command = click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1, max=3600),
+        default=None,
+        expose_value=False,
+        callback=_remember(META_TIMEOUT),
+        metavar="SECONDS",
+        help=f"Give up after this long (default {DEFAULT_TIMEOUT_S:g}s; 5s for endpoint probes).",
+    )(command)
+    command = click.option(
         "--output",
         "-o",
+        "--write-out",
+        "-w",
+        "output",
         type=click.Choice(["table", "json"]),
         default="table",
         show_default=True,
@@ -65,11 +124,17 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
 
 def print_rows(rows: Sequence[dict[str, Any]], output: str) -> None:
-    """Rows of one shape as a table (nothing when empty) or a JSON list."""
+    """Rows of one shape as a table (nothing when empty) or a JSON list; the rows of
+    a possibly stale read carry its reason as `StaleRead`."""
     if output == "json":
-        click.echo(render_json(list(rows)))
+        click.echo(render_json(with_stale_marker(list(rows))))
     elif rows:
         click.echo(render_table(list(rows[0]), [list(r.values()) for r in rows]))
+
+
+def with_stale_marker(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reason = stale_reason()
+    return [{**row, "StaleRead": reason} for row in rows] if reason else rows
 
 
 def render_json(value: Any) -> str:

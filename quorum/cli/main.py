@@ -12,11 +12,13 @@ from __future__ import annotations
 import sys
 
 import click
+import grpc
 
 from quorum.cli.acls import acls_group
 from quorum.cli.brokers import brokers_group
 from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
+from quorum.cli.endpoints import endpoint_group, rpc_failure
 from quorum.cli.features import features_group
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
@@ -47,6 +49,7 @@ def cli() -> None:
 
 cli.add_command(storage)
 cli.add_command(quorum_group)
+cli.add_command(endpoint_group)
 cli.add_command(topics_group)
 cli.add_command(configs_group)
 cli.add_command(acls_group)
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         cli.main(args=argv, prog_name="quorumctl")
+    except grpc.RpcError as err:
+        # A call no command mapped: still one line, never gRPC's debug dump.
+        print(f"quorumctl: {rpc_failure('the controller', err)}", file=sys.stderr)
+        return EXIT_FAILED
     except SystemExit as done:
         code = done.code
         if code is None:

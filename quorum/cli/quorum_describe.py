@@ -3,6 +3,9 @@
 `--status` is the quorum in one screen (leader, epoch, high watermark, worst
 follower lag); `--replication` is one row per voter and observer with its log
 end offset, lag in records, and when it last fetched and was last caught up.
+Both need a leader; without one, `--status` shows each reachable controller's
+own view instead (as `endpoint status --cluster`) and exits 1, since that is
+exactly when an operator runs it.
 """
 
 from __future__ import annotations
@@ -15,12 +18,19 @@ import click
 
 from quorum.cli.bootstrap import (
     RequestFailed,
+    command_timeout,
     connection_options,
     parse_bootstrap,
     render_json,
     render_table,
 )
-from quorum.client import QuorumClient, QuorumClientError, QuorumUnavailableError
+from quorum.cli.endpoints import (
+    NodeView,
+    no_leader_summary,
+    print_node_views,
+    probe_all,
+    refuse_foreign_cluster,
+)
 from quorum.gen import raft_pb2 as pb
 
 
@@ -50,7 +60,10 @@ def describe(
       quorumctl quorum describe --replication --bootstrap-controller 127.0.0.1:9093
     """
     addresses = parse_bootstrap(bootstrap)
-    reply = asyncio.run(_describe(addresses, cluster_id))
+    reply, views = asyncio.run(_describe(addresses, cluster_id, command_timeout(5.0)))
+    if reply is None:
+        _no_leader(view, views, output)
+        return
     now_ms = int(time.time() * 1000)
     rows = replication_rows(reply, now_ms)
     if view == "status":
@@ -69,18 +82,37 @@ def describe(
     click.echo(render_table(headers, table))
 
 
-async def _describe(addresses: list[str], cluster_id: str) -> pb.DescribeQuorumResponse:
-    client = QuorumClient(addresses, cluster_id)
-    try:
-        return await client.describe_quorum(timeout_s=2)
-    except QuorumClientError as err:
-        raise RequestFailed(str(err)) from err
-    except QuorumUnavailableError as err:
+async def _describe(
+    addresses: list[str], cluster_id: str, timeout_s: float
+) -> tuple[pb.DescribeQuorumResponse | None, list[NodeView]]:
+    """The leader's view; else (None, every reachable controller's own view)."""
+    views = await probe_all(addresses, cluster_id, timeout_s, cluster=True)
+    refuse_foreign_cluster(views)
+    for v in views:
+        if v.reply is not None and v.reply.role == "leader":
+            return v.reply, views
+    named = {
+        v.reply.leader_address for v in views if v.reply is not None and v.reply.leader_address
+    } - {v.address for v in views}
+    for extra in await asyncio.gather(*(probe_all([a], cluster_id, timeout_s) for a in named)):
+        if extra[0].reply is not None and extra[0].reply.role == "leader":
+            return extra[0].reply, views
+    return None, views
+
+
+def _no_leader(view: str, views: list[NodeView], output: str) -> None:
+    """Each controller's own view, and the summary on stderr; exit 1."""
+    if not any(v.reply is not None for v in views):
         raise RequestFailed(
-            f"no controller answered with a leader (tried {', '.join(addresses)}): {err}"
-        ) from err
-    finally:
-        await client.close()
+            "no controller reachable: "
+            + "; ".join(v.error for v in views)
+            + " (set --bootstrap-controller or $QUORUMCTL_BOOTSTRAP)"
+        )
+    if view == "status" or output == "table":
+        print_node_views(views, output)
+    else:
+        click.echo(render_json([]))
+    raise RequestFailed(no_leader_summary(views))
 
 
 def replication_rows(reply: pb.DescribeQuorumResponse, now_ms: int) -> list[dict[str, Any]]:
@@ -112,6 +144,7 @@ def status_view(reply: pb.DescribeQuorumResponse, rows: list[dict[str, Any]]) ->
     leader_time = max((r["LastCaughtUpTimestamp"] for r in rows), default=0)
     lag_ms = [max(0, leader_time - t) if t >= 0 else -1 for t in caught_up]
     return {
+        "ClusterId": reply.cluster_id,
         "LeaderId": reply.leader_id,
         "LeaderEpoch": reply.leader_epoch,
         "HighWatermark": reply.high_watermark,

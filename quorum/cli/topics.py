@@ -14,6 +14,7 @@ from quorum.cli.bootstrap import (
     parse_bootstrap,
     print_rows,
     render_json,
+    with_stale_marker,
 )
 from quorum.cli.params import BROKER_ID, COUNT, parse_int
 from quorum.gen import admin_pb2 as api
@@ -209,15 +210,17 @@ def list_topics(bootstrap: str | None, cluster_id: str, output: str) -> None:
     if output == "json":
         click.echo(
             render_json(
-                [
-                    {
-                        "name": t.name,
-                        "topic_id": t.topic_id,
-                        "partitions": t.partitions,
-                        "replication_factor": t.replication_factor,
-                    }
-                    for t in listings
-                ]
+                with_stale_marker(
+                    [
+                        {
+                            "name": t.name,
+                            "topic_id": t.topic_id,
+                            "partitions": t.partitions,
+                            "replication_factor": t.replication_factor,
+                        }
+                        for t in listings
+                    ]
+                )
             )
         )
         return

@@ -14,7 +14,15 @@ Everything is checked before the process does anything: an unknown key (with the
 closest known one suggested, since a misspelt timeout would otherwise silently
 fall back to its default), a key given twice in a file, a value the key does not
 take, or settings that contradict each other raise `ConfigError`, whose `key`
-names the offending property and whose message always contains it.
+names the offending property and whose message always contains it. Every
+problem of a file is reported at once (`ConfigErrors`), so an operator bringing
+a real Kafka `controller.properties` fixes it in one pass, not one run per key.
+
+A key Kafka defines that this product does not use (`num.network.threads`,
+`log.retention.hours`, ... in `KAFKA_IGNORED_KEYS`) is accepted and listed in
+`ControllerConfig.ignored_keys`, which the process logs in one WARN line.
+`log.dirs` (or `log.dir`) stands in for an absent `metadata.log.dir`, as in Kafka,
+where the metadata log lives in the first log directory unless told otherwise.
 """
 
 from __future__ import annotations
@@ -22,9 +30,10 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import javaproperties
 
@@ -34,10 +43,12 @@ from quorum.controller.request_limits import RequestLimits, default_of, limits_f
 
 __all__ = [
     "INT_KEYS",
+    "KAFKA_IGNORED_KEYS",
     "KAFKA_KEYS",
     "KNOWN_KEYS",
     "OUR_KEYS",
     "ConfigError",
+    "ConfigErrors",
     "ControllerConfig",
     "Endpoint",
     "load_config",
@@ -57,6 +68,7 @@ _LOG_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() would also take "1_000" or "٣"
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\.?")  # trailing dot: FQDN
 _ANY_HOST = "0.0.0.0"
+T = TypeVar("T")
 
 
 class ConfigError(Exception):
@@ -69,6 +81,31 @@ class ConfigError(Exception):
     def __init__(self, key: str, message: str) -> None:
         super().__init__(message if key in message else f"{key}: {message}")
         self.key = key
+
+
+class ConfigErrors(ConfigError):
+    """Several problems in one file, all reported at once; `key` is the first's."""
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(problems[0].key, f"{len(problems)} problems:\n{lines}")
+        self.problems = problems
+
+
+class _Problems:
+    """Collects `ConfigError`s so every problem of a file is reported in one run."""
+
+    def __init__(self) -> None:
+        self.errors: list[ConfigError] = []
+
+    def add(self, error: ConfigError) -> None:
+        self.errors.append(error)
+
+    def raise_any(self) -> None:
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(self.errors)
 
 
 @dataclass(frozen=True)
@@ -115,6 +152,8 @@ class ControllerConfig:
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
     source: Path | None = None
+    # Kafka keys the file sets that this product does not use (logged, not applied).
+    ignored_keys: tuple[str, ...] = ()
 
     @property
     def is_voter(self) -> bool:
@@ -213,6 +252,101 @@ KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT
 OUR_KEYS: tuple[str, ...] = _STRUCTURAL_OUR_KEYS + tuple(k.name for k in INT_KEYS if not k.kafka)
 KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
 
+# Keys Kafka's brokers and controllers define that this product does not use: a
+# real Kafka controller.properties (or a combined-mode server.properties) carries
+# them, and refusing each in turn makes an operator edit the file once per key.
+# They are accepted and named in one WARN line. A curated list of the common ones,
+# not all of Kafka's; anything else is still an unknown key ("did you mean"), and
+# so is zookeeper.connect: a ZooKeeper-mode file is the wrong file, not a detail.
+# `log.dirs` and `log.dir` are used: they stand in for an absent metadata.log.dir.
+LOG_DIRS_KEYS = ("log.dirs", "log.dir")
+KAFKA_IGNORED_KEYS: tuple[str, ...] = (
+    # listeners, security and networking
+    "advertised.listeners",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "security.inter.broker.protocol",
+    "num.network.threads",
+    "num.io.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "background.threads",
+    "queued.max.requests",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "socket.listen.backlog.size",
+    "connections.max.idle.ms",
+    "max.connections",
+    "max.connections.per.ip",
+    "request.timeout.ms",
+    "reserved.broker.max.id",
+    "sasl.enabled.mechanisms",
+    "sasl.mechanism.controller.protocol",
+    "sasl.mechanism.inter.broker.protocol",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.client.auth",
+    "ssl.endpoint.identification.algorithm",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
+    "principal.builder.class",
+    # the data plane: topics, partitions and their logs
+    "num.partitions",
+    "default.replication.factor",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "auto.create.topics.enable",
+    "delete.topic.enable",
+    "offsets.topic.replication.factor",
+    "offsets.topic.num.partitions",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "log.retention.hours",
+    "log.retention.minutes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.retention.check.interval.ms",
+    "log.segment.bytes",
+    "log.segment.ms",
+    "log.roll.hours",
+    "log.roll.ms",
+    "log.cleanup.policy",
+    "log.cleaner.enable",
+    "log.cleaner.threads",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "log.message.timestamp.type",
+    "message.max.bytes",
+    "replica.lag.time.max.ms",
+    "replica.fetch.max.bytes",
+    "compression.type",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
+    # broker registration and metadata handling this product does its own way
+    "broker.id",
+    "broker.rack",
+    "broker.heartbeat.interval.ms",
+    "controlled.shutdown.enable",
+    "controller.quorum.bootstrap.servers",
+    "controller.quorum.append.linger.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.max.idle.interval.ms",
+    "initial.broker.registration.timeout.ms",
+    "metric.reporters",
+    "metrics.num.samples",
+    "metrics.sample.window.ms",
+    "metrics.recording.level",
+    "group.coordinator.rebalance.protocols",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+)
+
 
 def int_key_table() -> str:
     """The README's table of integer keys, rendered from `INT_KEYS`."""
@@ -261,61 +395,50 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def parse_config(props: Mapping[str, str], source: Path | None = None) -> ControllerConfig:
-    """Validate properties (as read from a file) into a `ControllerConfig`."""
-    props = known_properties(props, KNOWN_KEYS)
+    """Validate properties (as read from a file) into a `ControllerConfig`; every
+    problem found is reported at once (`ConfigErrors` when there are several)."""
+    problems = _Problems()
+    props, ignored = _sorted_keys(props, problems)
 
-    node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
-    roles = _roles(props.get("process.roles", ""))
-    voter_map = voters(props.get("controller.quorum.voters", ""))
-    listener = _listener(props)
-    log_dir = props.get("metadata.log.dir", "")
-    if not log_dir:
-        raise ConfigError("metadata.log.dir", "is required: the metadata log directory")
-    ints = {key.field: integer(props, key.name, key.spec) for key in INT_KEYS}
+    def check(parse: Callable[[], T]) -> T | None:
+        try:
+            return parse()
+        except ConfigError as err:
+            problems.add(err)
+            return None
+
+    node_id = check(lambda: integer(props, "node.id", IntSpec("node_id", -1, 0), required=True))
+    roles = check(lambda: _roles(props.get("process.roles", "")))
+    voter_map = check(lambda: voters(props.get("controller.quorum.voters", "")))
+    listener = check(lambda: _listener(props))
+    log_dir = _log_dir(props, problems)
+    ints = {
+        key.field: check(lambda key=key: integer(props, key.name, key.spec)) for key in INT_KEYS
+    }  # type: ignore[misc]
     raw_metrics = props.get("metrics.listener", "")
-    metrics = url("metrics.listener", raw_metrics) if raw_metrics else None
-    level = log_level(props.get("log.level", "") or "INFO")
-    limits = limits_from(
-        {
-            p.field: integer(props, p.key, IntSpec(p.field, default_of(p), p.minimum))
-            for p in LIMIT_PROPERTIES
-        }
-    )
-
-    if roles == (CONTROLLER,):
-        if node_id not in voter_map:
-            raise ConfigError(
-                "node.id",
-                f"node.id {node_id} is not in controller.quorum.voters "
-                f"({', '.join(map(str, sorted(voter_map)))}): a controller must be a voter. "
-                "To follow the log as an observer, set process.roles=broker",
-            )
-        if voter_map[node_id].port != listener.port:
-            raise ConfigError(
-                "listeners",
-                f"listeners port {listener.port} differs from the port of node {node_id} "
-                f"in controller.quorum.voters ({voter_map[node_id].address()}); peers would "
-                "dial a port nobody listens on",
-            )
-    else:
-        if node_id in voter_map:
-            raise ConfigError(
-                "process.roles",
-                f"process.roles=broker, but node.id {node_id} is in "
-                "controller.quorum.voters: a voter must be a controller",
-            )
-        for voter, endpoint in voter_map.items():
-            if _same_endpoint(endpoint, listener):
-                raise ConfigError(
-                    "listeners",
-                    f"listeners {listener.address()} is voter {voter}'s address "
-                    "in controller.quorum.voters",
-                )
-    if metrics is not None and _same_endpoint(metrics, listener):
-        raise ConfigError(
-            "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
+    metrics = check(lambda: url("metrics.listener", raw_metrics)) if raw_metrics else None
+    level = check(lambda: log_level(props.get("log.level", "") or "INFO"))
+    limit_values = {
+        p.field: check(
+            lambda p=p: integer(props, p.key, IntSpec(p.field, default_of(p), p.minimum))  # type: ignore[misc]
         )
-    _check_timeouts(ints)
+        for p in LIMIT_PROPERTIES
+    }
+    if node_id is not None and roles is not None and voter_map is not None and listener:
+        for err in _role_problems(node_id, roles, voter_map, listener):
+            problems.add(err)
+    if metrics is not None and listener is not None and _same_endpoint(metrics, listener):
+        problems.add(
+            ConfigError(
+                "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
+            )
+        )
+    if all(v is not None for v in ints.values()):
+        for err in _timeout_problems(ints):  # type: ignore[arg-type]
+            problems.add(err)
+    problems.raise_any()
+    assert node_id is not None and roles is not None and voter_map is not None
+    assert listener is not None and log_dir is not None and level is not None
 
     return ControllerConfig(
         node_id=node_id,
@@ -325,11 +448,92 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         advertised=voter_map.get(node_id, listener),
         metadata_log_dir=Path(log_dir),
         metrics_listener=metrics,
-        **ints,
+        **ints,  # type: ignore[arg-type]
         log_level=level,
-        request_limits=limits,
+        request_limits=limits_from(limit_values),  # type: ignore[arg-type]
         source=source,
+        ignored_keys=ignored,
     )
+
+
+def _sorted_keys(
+    props: Mapping[str, str], problems: _Problems
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(the keys this product reads, the Kafka keys it ignores); every unknown key
+    is a problem, with the closest known one suggested."""
+    stripped = {k.strip(): v.strip() for k, v in props.items()}
+    used = KNOWN_KEYS + LOG_DIRS_KEYS
+    ignored = tuple(sorted(k for k in stripped if k in KAFKA_IGNORED_KEYS))
+    for key in stripped:
+        if key not in used and key not in KAFKA_IGNORED_KEYS:
+            problems.add(_unknown(key, used + KAFKA_IGNORED_KEYS))
+    return {k: v for k, v in stripped.items() if k in used}, ignored
+
+
+def _log_dir(props: Mapping[str, str], problems: _Problems) -> str | None:
+    """metadata.log.dir, else the first of log.dirs (or log.dir), as Kafka does."""
+    if props.get("metadata.log.dir"):
+        return props["metadata.log.dir"]
+    for key in LOG_DIRS_KEYS:
+        first = props.get(key, "").split(",")[0].strip()
+        if first:
+            return first
+    problems.add(
+        ConfigError(
+            "metadata.log.dir",
+            "metadata.log.dir is required: the metadata log directory "
+            "(or log.dirs, whose first directory Kafka uses when it is absent)",
+        )
+    )
+    return None
+
+
+def _role_problems(
+    node_id: int, roles: tuple[str, ...], voter_map: Mapping[int, Endpoint], listener: Endpoint
+) -> list[ConfigError]:
+    if roles == (CONTROLLER,):
+        if node_id not in voter_map:
+            return [
+                ConfigError(
+                    "node.id",
+                    f"node.id {node_id} is not in controller.quorum.voters "
+                    f"({', '.join(map(str, sorted(voter_map)))}): a controller must be a "
+                    "voter. To follow the log as an observer, set process.roles=broker",
+                )
+            ]
+        if voter_map[node_id].port != listener.port:
+            return [
+                ConfigError(
+                    "listeners",
+                    f"listeners port {listener.port} differs from the port of node {node_id} "
+                    f"in controller.quorum.voters ({voter_map[node_id].address()}); peers "
+                    "would dial a port nobody listens on",
+                )
+            ]
+        return []
+    if node_id in voter_map:
+        return [
+            ConfigError(
+                "process.roles",
+                f"process.roles=broker, but node.id {node_id} is in "
+                "controller.quorum.voters: a voter must be a controller",
+            )
+        ]
+    return [
+        ConfigError(
+            "listeners",
+            f"listeners {listener.address()} is voter {voter}'s address "
+            "in controller.quorum.voters",
+        )
+        for voter, endpoint in voter_map.items()
+        if _same_endpoint(endpoint, listener)
+    ][:1]
+
+
+def _unknown(key: str, known: tuple[str, ...]) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(key, f"unknown property '{key}'{hint}")
 
 
 def known_properties(props: Mapping[str, str], known: tuple[str, ...]) -> dict[str, str]:
@@ -338,9 +542,7 @@ def known_properties(props: Mapping[str, str], known: tuple[str, ...]) -> dict[s
     props = {k.strip(): v.strip() for k, v in props.items()}
     for key in props:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise ConfigError(key, f"unknown property '{key}'{hint}")
+            raise _unknown(key, known)
     return props
 
 
@@ -507,29 +709,37 @@ def log_level(raw: str) -> str:
     return level
 
 
-def _check_timeouts(ints: Mapping[str, int]) -> None:
+def _timeout_problems(ints: Mapping[str, int]) -> list[ConfigError]:
     """Timeouts that contradict each other make a quorum that flaps or never
     elects, which is much harder to diagnose at runtime than here."""
+    found = []
     election, fetch = ints["election_timeout_ms"], ints["fetch_timeout_ms"]
     if election > fetch:
-        raise ConfigError(
-            "controller.quorum.election.timeout.ms",
-            f"controller.quorum.election.timeout.ms ({election}) is larger than "
-            f"controller.quorum.fetch.timeout.ms ({fetch}): followers would give up "
-            "on a leader before a candidate could win an election",
+        found.append(
+            ConfigError(
+                "controller.quorum.election.timeout.ms",
+                f"controller.quorum.election.timeout.ms ({election}) is larger than "
+                f"controller.quorum.fetch.timeout.ms ({fetch}): followers would give up "
+                "on a leader before a candidate could win an election",
+            )
         )
     wait, request = ints["fetch_max_wait_ms"], ints["request_timeout_ms"]
     if wait >= request:
-        raise ConfigError(
-            "controller.quorum.fetch.max.wait.ms",
-            f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
-            f"controller.quorum.request.timeout.ms ({request}): a parked fetch would "
-            "time out before the leader answers it",
+        found.append(
+            ConfigError(
+                "controller.quorum.fetch.max.wait.ms",
+                f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
+                f"controller.quorum.request.timeout.ms ({request}): a parked fetch would "
+                "time out before the leader answers it",
+            )
         )
     if wait >= fetch:
-        raise ConfigError(
-            "controller.quorum.fetch.max.wait.ms",
-            f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
-            f"controller.quorum.fetch.timeout.ms ({fetch}): an idle leader would look "
-            "dead to its followers",
+        found.append(
+            ConfigError(
+                "controller.quorum.fetch.max.wait.ms",
+                f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
+                f"controller.quorum.fetch.timeout.ms ({fetch}): an idle leader would look "
+                "dead to its followers",
+            )
         )
+    return found

@@ -295,6 +295,11 @@ class RaftDriver:
         return self.core.role
 
     @property
+    def voted_for(self) -> int | None:
+        """The candidate this node voted for in its current epoch (DescribeQuorum)."""
+        return self.core.voted_for
+
+    @property
     def flushed_end(self) -> int:
         return self.core.flushed_end
 

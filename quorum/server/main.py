@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         level=config.log_level.upper(),
         format=f"%(asctime)s [node {config.node_id}] %(levelname)s %(name)s: %(message)s",
     )
+    log_configuration(config)
     # The log's fsyncs run in a worker thread; with CPython's default 5 ms switch
     # interval a finished fsync can wait that long for the loop to let go of the
     # GIL, which would put 5 ms on every commit.
@@ -229,6 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     # is built and applied (15% of that time with a million partitions).
     gc.set_threshold(*GC_THRESHOLDS)
     return asyncio.run(_start_and_run(config))
+
+
+def log_configuration(config: ControllerConfig) -> None:
+    """The effective configuration, defaults included, as Kafka logs its
+    `KafkaConfig values:` at start-up (what the node runs with, not what the file
+    says); then one WARN line naming the Kafka keys the file sets and this
+    controller ignores."""
+    values = "".join(f"\n\t{k} = {v}" for k, v in sorted(config.as_properties().items()))
+    log.info("ControllerConfig values (from %s):%s", config.source or "defaults", values)
+    if config.ignored_keys:
+        log.warning(
+            "ignoring %d Kafka properties this controller does not use: %s",
+            len(config.ignored_keys),
+            ", ".join(config.ignored_keys),
+        )
 
 
 async def _start_and_run(config: ControllerConfig) -> int:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
@@ -47,6 +48,14 @@ log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 2.0
 MAX_SNAPSHOT_CHUNK = 4 << 20
+# At most one WARN line naming the unreachable peers per this many seconds: a
+# leaderless node retries its peers every election timeout, and one line per
+# attempt would bury everything else in its log.
+UNREACHABLE_WARN_INTERVAL_S = 10.0
+# A failure older than this, with no call since, is forgotten: a follower calls
+# only its leader, so a peer it failed to reach during an election would
+# otherwise stay "unreachable" for as long as that leader lives.
+UNREACHABLE_FORGET_S = 10.0
 
 _REPLY_TYPE: dict[type, type[ProtoMessage]] = {
     VoteRequest: pb.VoteResponse,
@@ -58,6 +67,28 @@ _REPLY_TYPE: dict[type, type[ProtoMessage]] = {
 
 class RemoteError(Exception):
     """A peer rejected a call that has no protocol answer to feed the core."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    """A peer whose last call failed: what it met, since when (wall ms), and when
+    it last failed (monotonic s)."""
+
+    error: str
+    since_ms: int
+    last_failure: float
+
+
+def call_failure(err: grpc.aio.AioRpcError) -> str:
+    """One line for a failed call to a peer (gRPC's own text carries a debug dump)."""
+    details = (err.details() or "").lower()
+    if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "no answer in time"
+    if "refused" in details:
+        return "connection refused"
+    if "reset" in details:
+        return "connection reset"
+    return err.code().name
 
 
 class GrpcTransport:
@@ -90,11 +121,19 @@ class GrpcTransport:
         self._fetching: set[int] = set()  # peers with a fetch out on that call
         self._majority = majority
         self.rejected_by: set[int] = set()
+        self._addresses = dict(peers)
+        self._unreachable: dict[int, Unreachable] = {}
+        self._last_unreachable_warning = float("-inf")
+        self._warned_unreachable: set[int] = set()
         self.driver: RaftDriver | None = None
         self.on_foreign_cluster: Callable[[set[int]], None] | None = None
 
     def bind(self, driver: RaftDriver) -> None:
         self.driver = driver
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
 
     def send_request(self, destination: int, message: Message) -> None:
         if destination not in self._stubs:
@@ -124,7 +163,9 @@ class GrpcTransport:
             if reply is None:
                 return
         except TimeoutError:  # the core asks again on its own timer
+            self._note_unreachable(destination, "no answer in time")
             return
+        self._note_reachable(destination)
         answer = from_proto(reply)
         if getattr(answer, "epoch", 0) > MAX_EPOCH:
             log.warning("node %d answered with epoch %d; ignored", destination, answer.epoch)
@@ -161,12 +202,59 @@ class GrpcTransport:
             return None
         answer = _REPLY_TYPE[type(message)]()
         if error.unpack(answer):
+            self._note_reachable(destination)
             return answer
+        if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            self._note_unreachable(destination, call_failure(err))
         if err.code() == grpc.StatusCode.UNAVAILABLE and self.driver is not None:
             self.driver.peer_unreachable(destination)
         elif err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
             log.warning("node %d rejected %s: %s", destination, type(message).__name__, err)
         return None
+
+    # ----------------------------------------------------- peer reachability
+
+    def unreachable_peers(self) -> dict[int, Unreachable]:
+        """Peers whose last call failed recently, with no answer from them since."""
+        horizon = time.monotonic() - UNREACHABLE_FORGET_S
+        return {p: u for p, u in self._unreachable.items() if u.last_failure >= horizon}
+
+    def peer_address(self, peer: int) -> str:
+        return self._addresses.get(peer, "")
+
+    def _note_reachable(self, peer: int) -> None:
+        self._warned_unreachable.discard(peer)
+        if self._unreachable.pop(peer, None) is not None:
+            log.info("node %d at %s is reachable again", peer, self.peer_address(peer))
+
+    def _note_unreachable(self, peer: int, error: str) -> None:
+        """Remember the failure and say in one WARN line every peer this node cannot
+        reach: when that set changes, else at most once per interval. A leaderless
+        node otherwise logs only role changes, and the operator needs to know which
+        links are down."""
+        known = self.unreachable_peers().get(peer)
+        since = known.since_ms if known is not None else int(time.time() * 1000)
+        now = time.monotonic()
+        self._unreachable[peer] = Unreachable(error, since, now)
+        down = self.unreachable_peers()
+        if (
+            set(down) == self._warned_unreachable
+            and now - self._last_unreachable_warning < UNREACHABLE_WARN_INTERVAL_S
+        ):
+            return
+        self._last_unreachable_warning = now
+        self._warned_unreachable = set(down)
+        wall_ms = int(time.time() * 1000)
+        log.warning(
+            "cannot reach %d of %d peers: %s",
+            len(down),
+            len(self._addresses),
+            "; ".join(
+                f"node {p} at {self.peer_address(p)} ({u.error}, for "
+                f"{(wall_ms - u.since_ms) / 1000:.1f}s)"
+                for p, u in sorted(down.items())
+            ),
+        )
 
     def _note_foreign(self, peer: int, message: str) -> None:
         if peer not in self.rejected_by:
@@ -398,12 +486,26 @@ def describe_quorum(
         node_id=driver.config.node_id,
         leader_id=_wire_leader(driver.leader_id),
         leader_epoch=driver.epoch,
+        voted_for=_wire_leader(driver.voted_for),
+        voter_addresses={v: addresses[v] for v in driver.config.voters if v in addresses},
         high_watermark=driver.high_watermark,
         role=driver.role.value,
         log_start_offset=driver.log_start_offset,
         log_end_offset=driver.log_end_offset,
         leader_address=addresses.get(driver.leader_id, "") if driver.leader_id is not None else "",
     )
+    transport = driver.transport
+    if isinstance(transport, GrpcTransport):
+        out.cluster_id = transport.cluster_id
+        for peer, down in sorted(transport.unreachable_peers().items()):
+            out.unreachable_peers.append(
+                pb.UnreachablePeer(
+                    node_id=peer,
+                    address=transport.peer_address(peer),
+                    error=down.error,
+                    since_timestamp_ms=down.since_ms,
+                )
+            )
     if driver.replicated is not None:
         out.applied_offset = driver.replicated.image.applied_offset
         if include_image_digest:
