@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ from quorum.cli.bootstrap import (
     parse_bootstrap,
     print_rows,
 )
+from quorum.cli.params import KafkaChoice
 from quorum.gen import admin_pb2 as api
 
 # Kafka's wire ids (see proto/admin.proto).
@@ -52,10 +54,12 @@ def resource_options(command: Any) -> Any:
     command = click.option("--group", help="A consumer group.")(command)
     command = click.option("--topic", help="A topic (or prefix with --pattern-type).")(command)
     return click.option(
+        "--resource-pattern-type",
         "--pattern-type",
-        type=click.Choice(list(PATTERN_TYPES)),
+        "pattern_type",
+        type=KafkaChoice(list(PATTERN_TYPES)),
         default=None,
-        help="literal (default for add), prefixed, match, any.",
+        help="literal (default for add), prefixed, match, any (any case, as kafka-acls.sh).",
     )(command)
 
 
@@ -91,7 +95,8 @@ def acls_group() -> None:
     "operations",
     multiple=True,
     required=True,
-    type=click.Choice([o for o in OPERATIONS if o != "any"]),
+    type=KafkaChoice([o for o in OPERATIONS if o != "any"]),
+    help="Read, Write, ..., ClusterAction, DescribeConfigs (any case; repeatable).",
 )
 @click.option("--host", default="*", show_default=True, help="Client host.")
 @connection_options
@@ -203,6 +208,9 @@ def list_acls(
 @acls_group.command("remove")
 @resource_options
 @click.option("--principal", help="Only this principal.")
+@click.option(
+    "--force", is_flag=True, help="Do not ask for confirmation (needed without a terminal)."
+)
 @connection_options
 def remove(
     pattern_type: str | None,
@@ -210,18 +218,25 @@ def remove(
     group: str | None,
     on_cluster: bool,
     principal: str | None,
+    force: bool,
     bootstrap: str | None,
     cluster_id: str,
     output: str,
 ) -> None:
     """Remove the ACLs matching a filter; prints what was removed.
 
+    Asks for confirmation first, as kafka-acls.sh does, unless --force; without a
+    terminal to ask on, it refuses rather than remove unconfirmed.
+
     \b
     Example:
       quorumctl acls remove --topic orders --principal User:alice
+      quorumctl acls remove --topic orders --force
     """
     if not any((topic, group, on_cluster, principal)):
         raise click.UsageError("name a resource or a principal (refusing to remove every ACL)")
+    if not force:
+        _confirm_removal(_filter(pattern_type, topic, group, on_cluster, principal))
     reply = call_admin(
         parse_bootstrap(bootstrap),
         cluster_id,
@@ -233,3 +248,24 @@ def remove(
     if message:
         fail_on_item_errors([("acl filter", message)])
     print_rows([binding_row(b) for b in result.matching], output)
+
+
+def _confirm_removal(f: api.AclBindingFilter) -> None:
+    """kafka-acls.sh's "Are you sure you want to delete all ACLs for resource ...?";
+    exit 1 when declined, usage error (2) when there is no terminal to ask on."""
+    what = f"ACLs matching {_describe_filter(f)}"
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"refusing to remove {what} without confirmation: pass --force")
+    if not click.confirm(f"Are you sure you want to remove the {what}?", err=True):
+        click.echo("nothing removed", err=True)
+        sys.exit(1)
+
+
+def _describe_filter(f: api.AclBindingFilter) -> str:
+    parts = [f"resource type {_name(RESOURCE_TYPES, f.resource_type)}"]
+    if f.HasField("resource_name"):
+        parts.append(f"name {f.resource_name!r}")
+    parts.append(f"pattern {_name(PATTERN_TYPES, f.pattern_type)}")
+    if f.HasField("principal"):
+        parts.append(f"principal {f.principal}")
+    return ", ".join(parts)

@@ -109,6 +109,7 @@ def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
     return click.option(
         "--bootstrap-controller",
+        "--bootstrap-server",
         "bootstrap",
         metavar="HOST:PORT[,HOST:PORT...]",
         help=f"Controllers to ask first (default: ${ENV_BOOTSTRAP}, else {DEFAULT_BOOTSTRAP}).",

@@ -12,7 +12,7 @@ from quorum.cli.bootstrap import (
     render_json,
     render_table,
 )
-from quorum.cli.params import parse_int
+from quorum.cli.params import KafkaChoice, config_pair, parse_int, split_config_list
 from quorum.gen import admin_pb2 as api
 
 ENTITY_TYPES = {"topics": api.TOPIC, "brokers": api.BROKER, "cluster": api.CLUSTER}
@@ -39,7 +39,7 @@ def entity_options(command: click.decorators.FC) -> click.decorators.FC:
     command = click.option("--entity-name", help="Topic name or broker id.")(command)
     return click.option(
         "--entity-type",
-        type=click.Choice(list(ENTITY_TYPES)),
+        type=KafkaChoice(list(ENTITY_TYPES)),
         required=True,
         help="topics, brokers, or cluster (defaults for every broker).",
     )(command)
@@ -101,8 +101,12 @@ def describe(
     print_rows(rows, output)
 
 
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+def _split(values: tuple[str, ...], option: str) -> list[str]:
+    """Comma-separated items, a `[a,b]` list value kept whole (kafka-configs.sh)."""
+    try:
+        return [item for value in values for item in split_config_list(value)]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=option) from None
 
 
 @configs_group.command("alter")
@@ -127,15 +131,17 @@ def alter(
     Example:
       quorumctl configs alter --entity-type cluster --add-config auto.leader.rebalance.enable=false
       quorumctl configs alter --entity-type topics --entity-name orders --delete-config retention.ms
+      quorumctl configs alter --entity-type topics --entity-name orders \\
+          --add-config cleanup.policy=[compact,delete],retention.ms=1000
     """
     rtype, name = _resource(entity_type, entity_name)
     changes = []
-    for pair in _split(add):
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--add-config")
+    for pair in _split(add, "--add-config"):
+        key, value = config_pair(pair, "--add-config")
         changes.append(api.AlterableConfig(name=key, value=value, op=api.SET))
-    changes += [api.AlterableConfig(name=key, op=api.DELETE) for key in _split(delete)]
+    changes += [
+        api.AlterableConfig(name=key, op=api.DELETE) for key in _split(delete, "--delete-config")
+    ]
     if not changes:
         raise click.UsageError("give --add-config and/or --delete-config")
     reply = call_admin(

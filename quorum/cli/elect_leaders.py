@@ -10,12 +10,17 @@ from quorum.cli.bootstrap import (
     parse_bootstrap,
     print_rows,
 )
-from quorum.cli.params import PARTITION
+from quorum.cli.params import PARTITION, KafkaChoice
 from quorum.gen import admin_pb2 as api
 
 
 @click.command("elect-leaders")
-@click.option("--election-type", type=click.Choice(["preferred", "unclean"]), required=True)
+@click.option(
+    "--election-type",
+    type=KafkaChoice(["preferred", "unclean"]),
+    required=True,
+    help="preferred or unclean (any case, as kafka-leader-election.sh: PREFERRED).",
+)
 @click.option("--topic", help="The topic (with --partition).")
 @click.option("--partition", type=PARTITION, help="The partition.")
 @click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")

@@ -52,3 +52,60 @@ class Int32(click.ParamType):
 COUNT = Int32(1)  # partitions, replication factor: Kafka's tools refuse 0 and below
 BROKER_ID = Int32(0)
 PARTITION = Int32(0)
+
+
+def _fold(text: str) -> str:
+    return text.replace("-", "").replace("_", "").lower()
+
+
+class KafkaChoice(click.Choice):  # type: ignore[type-arg]
+    """A choice matched as Kafka's tools match enum names: case-insensitively and
+    ignoring `-` and `_`, so `Read`, `PREFERRED`, `ClusterAction` and
+    `cluster-action` all work. The value passed on is this CLI's own spelling."""
+
+    def __init__(self, choices: list[str]) -> None:
+        super().__init__(choices, case_sensitive=False)
+        self._by_fold = {_fold(c): c for c in choices}
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        if isinstance(value, str) and _fold(value) in self._by_fold:
+            return self._by_fold[_fold(value)]
+        return str(super().convert(value, param, ctx))
+
+
+def split_config_list(text: str) -> list[str]:
+    """`k=v,k2=[a,b]` as kafka-configs.sh splits it: commas inside square brackets
+    belong to a list value, which reaches the controller as `a,b` (Kafka's list
+    syntax on the wire). An unclosed bracket is a ValueError."""
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"{text!r} closes a bracket it never opened")
+        if char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    if depth:
+        raise ValueError(f"{text!r} has an unclosed '['")
+    items.append("".join(current))
+    return [i.strip() for i in items if i.strip()]
+
+
+def config_pair(pair: str, option: str) -> tuple[str, str]:
+    """`key=value` with a `[a,b]` list value unwrapped to `a,b`."""
+    key, sep, value = pair.partition("=")
+    if not sep or not key.strip():
+        raise click.BadParameter(f"{pair!r} is not key=value", param_hint=option)
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = ",".join(v.strip() for v in value[1:-1].split(",") if v.strip())
+    return key.strip(), value

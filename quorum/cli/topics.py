@@ -16,20 +16,26 @@ from quorum.cli.bootstrap import (
     render_json,
     with_stale_marker,
 )
-from quorum.cli.params import BROKER_ID, COUNT, parse_int
+from quorum.cli.params import BROKER_ID, COUNT, config_pair, parse_int
 from quorum.gen import admin_pb2 as api
 
 CREATE_BATCH = 50
 
 
 def parse_configs(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`--config k=v` (repeatable) as kafka-topics.sh takes it; a list value is
+    written `cleanup.policy=[compact,delete]` (or bare, `compact,delete`)."""
     configs: dict[str, str] = {}
     for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--config")
-        configs[key.strip()] = value.strip()
+        key, value = config_pair(pair, "--config")
+        configs[key] = value
     return configs
+
+
+def topic_names(positional: tuple[str, ...], options: tuple[str, ...]) -> list[str]:
+    """Names given either way: `topics create orders` or kafka-topics.sh's
+    `--topic orders` (repeatable); both may be mixed, each name once."""
+    return list(dict.fromkeys([*positional, *options]))
 
 
 def parse_assignment(text: str) -> list[api.ReplicaAssignment]:
@@ -64,6 +70,7 @@ def topics_group() -> None:
 
 @topics_group.command("create")
 @click.argument("names", nargs=-1)
+@click.option("--topic", "topic_options", multiple=True, help="A topic (as kafka-topics.sh).")
 @click.option("--partitions", type=COUNT, help="Partition count (default: the cluster's).")
 @click.option(
     "--replication-factor", type=COUNT, help="Replicas per partition (default: the cluster's)."
@@ -80,6 +87,7 @@ def topics_group() -> None:
 @connection_options
 def create(
     names: tuple[str, ...],
+    topic_options: tuple[str, ...],
     partitions: int | None,
     replication_factor: int | None,
     replica_assignment: str | None,
@@ -97,9 +105,10 @@ def create(
     Example:
       quorumctl topics create orders --partitions 6 --replication-factor 3 \\
           --config min.insync.replicas=2
+      quorumctl topics create --topic events --config cleanup.policy=[compact,delete]
       quorumctl topics create --from-file topics.txt --partitions 3
     """
-    wanted = list(names)
+    wanted = topic_names(names, topic_options)
     if from_file is not None:
         wanted += [line.strip() for line in from_file.read_text().splitlines() if line.strip()]
     if not wanted:
@@ -158,23 +167,33 @@ def create(
 
 
 @topics_group.command("delete")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
+@click.option("--topic", "topic_options", multiple=True, help="A topic (as kafka-topics.sh).")
 @click.option("--if-exists", is_flag=True, help="A missing topic is not an error.")
 @connection_options
 def delete(
-    names: tuple[str, ...], if_exists: bool, bootstrap: str | None, cluster_id: str, output: str
+    names: tuple[str, ...],
+    topic_options: tuple[str, ...],
+    if_exists: bool,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
 ) -> None:
     """Delete topics.
 
     \b
     Example:
       quorumctl topics delete orders payments
+      quorumctl topics delete --topic orders
     """
+    wanted = topic_names(names, topic_options)
+    if not wanted:
+        raise click.UsageError("name at least one topic (NAME... or --topic NAME)")
     reply = call_admin(
         parse_bootstrap(bootstrap),
         cluster_id,
         "DeleteTopics",
-        api.DeleteTopicsRequest(names=list(names)),
+        api.DeleteTopicsRequest(names=wanted),
     )
     failures, rows = [], []
     for r in reply.topics:

@@ -145,7 +145,9 @@ def test_acls_add_list_remove(cluster: Cluster) -> None:
         filter=api.AclBindingFilter(resource_type=1, pattern_type=1, operation=1,
                                     permission_type=1)))  # fmt: skip
     assert len(truth.bindings) == len(rows)
-    removed = ctl_json(cluster, "acls", "remove", "--topic", "orders", "--principal", "User:alice")
+    removed = ctl_json(
+        cluster, "acls", "remove", "--topic", "orders", "--principal", "User:alice", "--force"
+    )
     assert len(removed) == 2
     assert ctl_json(cluster, "acls", "list", "--topic", "orders") == []
     assert ctl(cluster, "acls", "remove").returncode == 2  # refuses to remove everything
@@ -156,7 +158,7 @@ def test_acls_add_list_remove(cluster: Cluster) -> None:
     assert [(r["PatternType"], r["Permission"], r["Operation"]) for r in rows] == [
         ("PREFIXED", "DENY", "WRITE")
     ]
-    assert len(ctl_json(cluster, "acls", "remove", "--principal", "User:mallory")) == 1
+    assert len(ctl_json(cluster, "acls", "remove", "--principal", "User:mallory", "--force")) == 1
 
 
 def test_validate_only_and_explicit_replica_assignments(cluster: Cluster) -> None:

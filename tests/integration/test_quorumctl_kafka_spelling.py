@@ -1,0 +1,152 @@
+"""`quorumctl` takes what an operator types from Kafka's tools: `--topic` for
+create and delete (beside the positional names), `--bootstrap-server`, enum
+values in any case (`--operation Read`, `--election-type PREFERRED`),
+`--resource-pattern-type`, list values `cleanup.policy=[compact,delete]`; and
+`acls remove` asks first unless `--force`. Real controllers and a broker, by
+subprocess (the confirmation through a real terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_cluster import BIN, Cluster, quorumctl
+
+BROKER = 31
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster.create(Path(tmp_path_factory.mktemp("kafka-spelling")))
+    c.start()
+    try:
+        c.wait_for_leader()
+        c.add_brokers(BROKER, broker__heartbeat__interval__ms="500")
+        c.start_brokers()
+        c.wait_until(
+            lambda: [r["State"] for r in ctl_json(c, "brokers", "list")] == ["ONLINE"],
+            20,
+            "the broker ONLINE",
+        )
+        yield c
+    finally:
+        c.stop_all()
+
+
+def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return quorumctl(*args, "--bootstrap-server", ",".join(cluster.voter_addresses()))
+
+
+def ctl_json(cluster: Cluster, *args: str) -> Any:
+    done = ctl(cluster, *args, "--output", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_topics_create_and_delete_with_topic_options(cluster: Cluster) -> None:
+    created = ctl_json(
+        cluster, "topics", "create", "--topic", "spelled", "--topic", "also",
+        "--partitions", "1", "--replication-factor", "1",
+    )  # fmt: skip
+    assert sorted(r["Topic"] for r in created) == ["also", "spelled"]
+    positional = ctl_json(cluster, "topics", "create", "plain", "--partitions", "1")
+    assert [r["Result"] for r in positional] == ["created"]
+    deleted = ctl_json(cluster, "topics", "delete", "--topic", "spelled", "plain")
+    assert sorted(r["Topic"] for r in deleted) == ["plain", "spelled"]
+    names = [t["name"] for t in ctl_json(cluster, "topics", "list")]
+    assert "also" in names and "spelled" not in names and "plain" not in names
+    nothing = ctl(cluster, "topics", "delete")
+    assert nothing.returncode == 2 and "--topic" in nothing.stderr
+
+
+def test_list_values_in_brackets(cluster: Cluster) -> None:
+    ctl_json(
+        cluster, "topics", "create", "--topic", "compacted", "--partitions", "1",
+        "--config", "cleanup.policy=[compact,delete]",
+    )  # fmt: skip
+    described = ctl_json(
+        cluster, "configs", "describe", "--entity-type", "topics", "--entity-name", "compacted"
+    )
+    values = {r["Name"]: r["Value"] for r in described}
+    assert values["cleanup.policy"] == "compact,delete"
+    altered = ctl(
+        cluster, "configs", "alter", "--entity-type", "Topics", "--entity-name", "compacted",
+        "--add-config", "cleanup.policy=[delete],retention.ms=1000",
+    )  # fmt: skip
+    assert altered.returncode == 0, altered.stderr
+    described = ctl_json(
+        cluster, "configs", "describe", "--entity-type", "topics", "--entity-name", "compacted"
+    )
+    values = {r["Name"]: r["Value"] for r in described}
+    assert values["cleanup.policy"] == "delete" and values["retention.ms"] == "1000"
+    unclosed = ctl(
+        cluster, "configs", "alter", "--entity-type", "topics", "--entity-name", "compacted",
+        "--add-config", "cleanup.policy=[compact,delete",
+    )  # fmt: skip
+    assert unclosed.returncode == 2 and "unclosed" in unclosed.stderr
+
+
+def test_enum_values_in_any_case(cluster: Cluster) -> None:
+    added = ctl(
+        cluster, "acls", "add", "--allow-principal", "User:bob", "--operation", "Read",
+        "--operation", "DescribeConfigs", "--topic", "bob-",
+        "--resource-pattern-type", "PREFIXED",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    rows = ctl_json(cluster, "acls", "list", "--principal", "User:bob")
+    assert sorted((r["Operation"], r["PatternType"]) for r in rows) == [
+        ("DESCRIBE-CONFIGS", "PREFIXED"),
+        ("READ", "PREFIXED"),
+    ]
+    elected = ctl(
+        cluster, "elect-leaders", "--election-type", "PREFERRED", "--all-topic-partitions"
+    )
+    assert elected.returncode == 0, elected.stderr
+    wrong = ctl(cluster, "elect-leaders", "--election-type", "Sometimes", "--all-topic-partitions")
+    assert wrong.returncode == 2 and "preferred" in wrong.stderr
+
+
+def run_on_terminal(cluster: Cluster, answer: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """quorumctl with a real terminal on stdin, answering the prompt with `answer`."""
+    controller, terminal = pty.openpty()
+    try:
+        os.write(controller, answer.encode() + b"\n")
+        return subprocess.run(
+            [str(BIN / "quorumctl"), *args,
+             "--bootstrap-controller", ",".join(cluster.voter_addresses())],
+            stdin=terminal, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+
+
+def test_acls_remove_asks_unless_forced(cluster: Cluster) -> None:
+    add = ctl(
+        cluster, "acls", "add", "--allow-principal", "User:carol", "--operation", "write",
+        "--topic", "carol",
+    )  # fmt: skip
+    assert add.returncode == 0, add.stderr
+    no_terminal = ctl(cluster, "acls", "remove", "--principal", "User:carol")
+    assert no_terminal.returncode == 2 and "--force" in no_terminal.stderr
+    declined = run_on_terminal(cluster, "n", "acls", "remove", "--principal", "User:carol")
+    assert declined.returncode == 1, declined.stderr
+    assert "Are you sure you want to remove the ACLs matching" in declined.stderr
+    assert "principal User:carol" in declined.stderr and "nothing removed" in declined.stderr
+    assert len(ctl_json(cluster, "acls", "list", "--principal", "User:carol")) == 1
+    accepted = run_on_terminal(cluster, "y", "acls", "remove", "--principal", "User:carol")
+    assert accepted.returncode == 0, accepted.stderr
+    assert "User:carol" in accepted.stdout
+    assert ctl_json(cluster, "acls", "list", "--principal", "User:carol") == []
+    add = ctl(
+        cluster, "acls", "add", "--allow-principal", "User:carol", "--operation", "write",
+        "--topic", "carol",
+    )  # fmt: skip
+    forced = ctl_json(cluster, "acls", "remove", "--principal", "User:carol", "--force")
+    assert len(forced) == 1
