@@ -146,12 +146,15 @@ def add(
         "CreateAcls",
         api.CreateAclsRequest(creations=bindings),
     )
-    failures = []
+    failures, created = [], []
     for b, r in zip(bindings, reply.results, strict=True):
         message = item_error(r.error)
         if message:
             failures.append((f"acl {b.principal} {_name(OPERATIONS, b.operation)}", message))
-    print_rows([binding_row(b) for b in bindings], output)
+        else:
+            created.append(b)
+    # Only what was created: a table of refused bindings would read as success.
+    print_rows([binding_row(b) for b in created], output)
     fail_on_item_errors(failures)
 
 

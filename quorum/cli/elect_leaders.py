@@ -58,11 +58,13 @@ def elect_leaders(
         message = item_error(r.error)
         if message and r.error.error_name != "ELECTION_NOT_NEEDED":
             failures.append((f"{r.topic}-{r.partition}", message))
+            if r.error.error_name == "UNKNOWN_TOPIC_OR_PARTITION":
+                continue  # on stderr only: a row would show a leader that does not exist
         rows.append(
             {
                 "Topic": r.topic,
                 "Partition": r.partition,
-                "Leader": r.leader,
+                "Leader": r.leader if r.leader >= 0 else "none",
                 "Result": r.error.error_name or "ELECTED",
             }
         )

@@ -56,9 +56,12 @@ def list_snapshots(directory: Path, output: str) -> None:
     Example:
       quorumctl snapshot list --dir data/broker-101 --output json
     """
-    store = _store(directory)
-    rows = [manifest_row(store, s) for s in store.snapshot_ids()]
-    print_rows(rows, output)
+    store = snapshot_store(partition_dir(directory))
+    ids = store.snapshot_ids() if store is not None else []
+    if not ids and output == "table":
+        # No snapshots yet is a state, not a failure: say so and exit 0 (JSON: []).
+        click.echo(f"no snapshots under {directory}", err=True)
+    print_rows([manifest_row(store, s) for s in ids] if store is not None else [], output)
 
 
 @snapshot_group.command("inspect")

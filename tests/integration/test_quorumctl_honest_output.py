@@ -1,0 +1,87 @@
+"""Output that does not mislead: refused ACLs print no table row, an election for
+an unknown partition prints no row, an election's row shows the leader, and a
+node without snapshots lists none (exit 0, `[]` in JSON). Real controllers and
+a broker, by subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from controller_cluster import Cluster, quorumctl
+
+BROKER = 41
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster.create(Path(tmp_path_factory.mktemp("honest-output")))
+    c.start()
+    try:
+        c.wait_for_leader()
+        c.add_brokers(BROKER, broker__heartbeat__interval__ms="500")
+        c.start_brokers()
+        c.wait_until(
+            lambda: [r["State"] for r in ctl_json(c, "brokers", "list")] == ["ONLINE"],
+            20,
+            "the broker ONLINE",
+        )
+        yield c
+    finally:
+        c.stop_all()
+
+
+def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return quorumctl(*args, "--bootstrap-controller", ",".join(cluster.voter_addresses()))
+
+
+def ctl_json(cluster: Cluster, *args: str) -> Any:
+    done = ctl(cluster, *args, "--output", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_refused_acl_prints_no_row(cluster: Cluster) -> None:
+    done = ctl(
+        cluster, "acls", "add", "--allow-principal", "alice", "--allow-principal", "User:dora",
+        "--operation", "read", "--topic", "orders", "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "acl alice READ" in done.stderr
+    assert [r["Principal"] for r in json.loads(done.stdout)] == ["User:dora"]
+    alone = ctl(
+        cluster, "acls", "add", "--allow-principal", "alice", "--operation", "read",
+        "--topic", "orders",
+    )  # fmt: skip
+    assert alone.returncode == 1 and alone.stdout == ""
+
+
+def test_elections_show_leaders_and_no_row_for_an_unknown_partition(cluster: Cluster) -> None:
+    ctl_json(cluster, "topics", "create", "elected", "--partitions", "1")
+    unknown = ctl(
+        cluster, "elect-leaders", "--election-type", "preferred", "--topic", "never-was",
+        "--partition", "0",
+    )  # fmt: skip
+    assert unknown.returncode == 1
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in unknown.stderr and unknown.stdout == ""
+    rows = ctl_json(
+        cluster, "elect-leaders", "--election-type", "preferred", "--topic", "elected",
+        "--partition", "0",
+    )  # fmt: skip
+    assert rows == [
+        {"Topic": "elected", "Partition": 0, "Leader": BROKER, "Result": "ELECTION_NOT_NEEDED"}
+    ]
+
+
+def test_no_snapshots_is_an_empty_list(cluster: Cluster) -> None:
+    directory = str(cluster.procs[1].data_dir)
+    listed = quorumctl("snapshot", "list", "--dir", directory, "--output", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+    table = quorumctl("snapshot", "list", "--dir", directory)
+    assert table.returncode == 0 and table.stdout == ""
+    assert "no snapshots under" in table.stderr
