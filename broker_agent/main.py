@@ -25,6 +25,7 @@ from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError
 from quorum.common.meta_properties import StorageFormatError, check_directory
+from quorum.common.version import version_line
 from quorum.log.errors import StorageError
 from quorum.log.file_log import wall_clock_ms
 from snapshots.errors import SnapshotCorruptionError
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Example: broker-agent --config data/config/broker-1.properties",
     )
     parser.add_argument("--config", required=True, help="the broker's properties file")
+    parser.add_argument("--version", action="version", version=version_line("broker-agent"))
     parser.add_argument(
         "--rebuild-metadata-cache",
         action="store_true",

@@ -26,6 +26,7 @@ from quorum.cli.shell import metadata_group
 from quorum.cli.snapshot_cmds import snapshot_group
 from quorum.cli.storage import storage
 from quorum.cli.topics import topics_group
+from quorum.common.version import DISTRIBUTION, product_version
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,6 +34,9 @@ EXIT_USAGE = 2
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    product_version(), "--version", "-V", message=f"%(prog)s %(version)s ({DISTRIBUTION})"
+)
 def cli() -> None:
     """Administer a KRaft-style metadata quorum.
 

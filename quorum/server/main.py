@@ -31,6 +31,7 @@ import grpc
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError, ControllerConfig, load_config
 from quorum.common.meta_properties import StorageFormatError, check_directory
+from quorum.common.version import version_line
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Example: quorum-controller --config data/config/controller-1.properties",
     )
     parser.add_argument("--config", required=True, help="the controller's properties file")
+    parser.add_argument("--version", action="version", version=version_line("quorum-controller"))
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config)

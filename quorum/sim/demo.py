@@ -45,8 +45,22 @@ class PacedSimulation(Simulation):
         )
 
 
+def _version() -> str:
+    """The installed distribution's version (the simulator imports nothing of the
+    server or clients, so it asks importlib directly)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("kraft-quorum")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"quorum-sim {_version()} (kraft-quorum)"
+    )
     parser.add_argument("--data-dir", default="data")
     parser.add_argument("--mix", default="chaos", choices=sorted(MIXES))
     parser.add_argument("--speed", type=float, default=1.0, help="simulated seconds per second")
