@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.cli.bootstrap import (
     RequestFailed,
     command_timeout,
@@ -31,6 +32,7 @@ from quorum.cli.endpoints import (
     probe_all,
     refuse_foreign_cluster,
 )
+from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 
 
@@ -46,58 +48,85 @@ def quorum_group() -> None:
 
 
 @quorum_group.command("describe")
-@click.option("--status", "view", flag_value="status", default=True, help="Leader and lag.")
-@click.option("--replication", "view", flag_value="replication", help="One row per replica.")
+@click.option("--status", is_flag=True, help="Leader and lag (the default).")
+@click.option("--replication", is_flag=True, help="One row per replica (with --status: both).")
 @click.option("--human-readable", is_flag=True, help="Timestamps as 'N ms ago'.")
 @connection_options
 def describe(
-    view: str, human_readable: bool, bootstrap: str | None, cluster_id: str, output: str
+    status: bool,
+    replication: bool,
+    human_readable: bool,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
 ) -> None:
-    """Describe the quorum as its leader sees it.
+    """Describe the quorum as its leader sees it; the brokers, which follow the
+    metadata log through MetadataFetch, are its observers (as in Kafka).
 
     \b
     Example:
       quorumctl quorum describe --replication --bootstrap-controller 127.0.0.1:9093
+      quorumctl quorum describe --status --replication --output json
     """
     addresses = parse_bootstrap(bootstrap)
-    reply, views = asyncio.run(_describe(addresses, cluster_id, command_timeout(5.0)))
+    show_status = status or not replication
+    timeout = command_timeout(5.0)
+    reply, leader_address, views = asyncio.run(_describe(addresses, cluster_id, timeout))
     if reply is None:
-        _no_leader(view, views, output)
+        _no_leader("status" if show_status else "replication", views, output)
         return
+    brokers = asyncio.run(_brokers(leader_address, cluster_id, timeout))
     now_ms = int(time.time() * 1000)
-    rows = replication_rows(reply, now_ms)
-    if view == "status":
-        status = status_view(reply, rows)
-        if output == "json":
-            click.echo(render_json(status))
-        else:
-            width = max(len(k) for k in status) + 2
-            click.echo("\n".join(f"{k + ':':<{width}}{_plain(v)}" for k, v in status.items()))
-        return
+    rows = replication_rows(reply, now_ms, brokers)
+    summary = status_view(reply, rows)
     if output == "json":
-        click.echo(render_json(rows))
+        if show_status and replication:
+            click.echo(render_json({"Status": summary, "Replication": rows}))
+        else:
+            click.echo(render_json(summary if show_status else rows))
         return
-    headers = list(rows[0]) if rows else ["NodeId"]
-    table = [[_timestamp(k, v, now_ms, human_readable) for k, v in r.items()] for r in rows]
-    click.echo(render_table(headers, table))
+    if show_status:
+        width = max(len(k) for k in summary) + 2
+        click.echo("\n".join(f"{k + ':':<{width}}{_plain(v)}" for k, v in summary.items()))
+    if replication:
+        if show_status:
+            click.echo("")
+        headers = list(rows[0]) if rows else ["NodeId"]
+        table = [[_timestamp(k, v, now_ms, human_readable) for k, v in r.items()] for r in rows]
+        click.echo(render_table(headers, table))
+
+
+async def _brokers(address: str, cluster_id: str, timeout_s: float) -> list[api.BrokerDescription]:
+    """The registered brokers from the active controller (which alone knows their
+    sessions); none when it does not answer, since the quorum view stands alone."""
+    client = AdminClient([address], cluster_id)
+    try:
+        reply = await client.admin(
+            "DescribeCluster", api.DescribeClusterRequest(), deadline_s=min(timeout_s, 2.0)
+        )
+    except (AdminError, NoControllerError):
+        return []
+    finally:
+        await client.close()
+    return list(reply.brokers)
 
 
 async def _describe(
     addresses: list[str], cluster_id: str, timeout_s: float
-) -> tuple[pb.DescribeQuorumResponse | None, list[NodeView]]:
-    """The leader's view; else (None, every reachable controller's own view)."""
+) -> tuple[pb.DescribeQuorumResponse | None, str, list[NodeView]]:
+    """(the leader's view, its address); else (None, "", every controller's own view)."""
     views = await probe_all(addresses, cluster_id, timeout_s, cluster=True)
     refuse_foreign_cluster(views)
     for v in views:
         if v.reply is not None and v.reply.role == "leader":
-            return v.reply, views
+            return v.reply, v.address, views
     named = {
         v.reply.leader_address for v in views if v.reply is not None and v.reply.leader_address
     } - {v.address for v in views}
     for extra in await asyncio.gather(*(probe_all([a], cluster_id, timeout_s) for a in named)):
         if extra[0].reply is not None and extra[0].reply.role == "leader":
-            return extra[0].reply, views
-    return None, views
+            return extra[0].reply, extra[0].address, views
+    return None, "", views
 
 
 def _no_leader(view: str, views: list[NodeView], output: str) -> None:
@@ -115,8 +144,13 @@ def _no_leader(view: str, views: list[NodeView], output: str) -> None:
     raise RequestFailed(no_leader_summary(views))
 
 
-def replication_rows(reply: pb.DescribeQuorumResponse, now_ms: int) -> list[dict[str, Any]]:
-    """Kafka's columns; lag is in records behind the leader's log end offset."""
+def replication_rows(
+    reply: pb.DescribeQuorumResponse,
+    now_ms: int,
+    brokers: list[api.BrokerDescription] | None = None,
+) -> list[dict[str, Any]]:
+    """Kafka's columns; lag is in records behind the leader's log end offset, and a
+    replica that never fetched shows -1 (as Kafka's tool), not a log end of 0."""
     leader_end = max((r.log_end_offset for r in reply.current_voters), default=0)
     rows = []
     for kind, replicas in (("Voter", reply.current_voters), ("Observer", reply.observers)):
@@ -125,21 +159,40 @@ def replication_rows(reply: pb.DescribeQuorumResponse, now_ms: int) -> list[dict
                 status = "Leader"
             else:
                 status = "Follower" if kind == "Voter" else "Observer"
+            fetched = status == "Leader" or r.last_fetch_timestamp_ms >= 0
             rows.append(
                 {
                     "NodeId": r.replica_id,
-                    "LogEndOffset": r.log_end_offset,
-                    "Lag": max(0, leader_end - r.log_end_offset),
+                    "LogEndOffset": r.log_end_offset if fetched else -1,
+                    "Lag": max(0, leader_end - r.log_end_offset) if fetched else -1,
                     "LastFetchTimestamp": r.last_fetch_timestamp_ms,
                     "LastCaughtUpTimestamp": r.last_caught_up_timestamp_ms,
                     "Status": status,
                 }
             )
+    for b in brokers or []:
+        # A broker follows the committed log (MetadataFetch): its "log end" is the
+        # next offset it asked for, bounded by the high watermark, not the leader's end.
+        known = bool(b.reported_state)
+        rows.append(
+            {
+                "NodeId": b.broker_id,
+                "LogEndOffset": b.metadata_offset if known else -1,
+                "Lag": max(0, reply.high_watermark - b.metadata_offset) if known else -1,
+                "LastFetchTimestamp": now_ms - b.last_heartbeat_age_ms if known else -1,
+                "LastCaughtUpTimestamp": (
+                    now_ms - b.last_heartbeat_age_ms
+                    if known and b.metadata_offset >= reply.high_watermark
+                    else -1
+                ),
+                "Status": "Observer",
+            }
+        )
     return rows
 
 
 def status_view(reply: pb.DescribeQuorumResponse, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    followers = [r for r in rows if r["Status"] != "Leader"]
+    followers = [r for r in rows if r["Status"] == "Follower" and r["Lag"] >= 0]
     caught_up = [r["LastCaughtUpTimestamp"] for r in followers]
     leader_time = max((r["LastCaughtUpTimestamp"] for r in rows), default=0)
     lag_ms = [max(0, leader_time - t) if t >= 0 else -1 for t in caught_up]
@@ -151,7 +204,7 @@ def status_view(reply: pb.DescribeQuorumResponse, rows: list[dict[str, Any]]) ->
         "MaxFollowerLag": max((r["Lag"] for r in followers), default=0),
         "MaxFollowerLagTimeMs": max(lag_ms, default=0),
         "CurrentVoters": sorted(r.replica_id for r in reply.current_voters),
-        "CurrentObservers": sorted(r.replica_id for r in reply.observers),
+        "CurrentObservers": sorted(r["NodeId"] for r in rows if r["Status"] == "Observer"),
     }
 
 

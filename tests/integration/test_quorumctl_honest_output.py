@@ -1,7 +1,8 @@
 """Output that does not mislead: refused ACLs print no table row, an election for
-an unknown partition prints no row, an election's row shows the leader, and a
-node without snapshots lists none (exit 0, `[]` in JSON). Real controllers and
-a broker, by subprocess."""
+an unknown partition prints no row, an election's row shows the leader, a node
+without snapshots lists none (exit 0, `[]` in JSON), and the brokers appear as
+the quorum's observers, as in Kafka. Real controllers and a broker, by
+subprocess."""
 
 from __future__ import annotations
 
@@ -85,3 +86,14 @@ def test_no_snapshots_is_an_empty_list(cluster: Cluster) -> None:
     table = quorumctl("snapshot", "list", "--dir", directory)
     assert table.returncode == 0 and table.stdout == ""
     assert "no snapshots under" in table.stderr
+
+
+def test_brokers_are_the_quorums_observers(cluster: Cluster) -> None:
+    status = ctl_json(cluster, "quorum", "describe", "--status")
+    assert status["CurrentObservers"] == [BROKER]
+    assert status["CurrentVoters"] == [1, 2, 3]
+    rows = ctl_json(cluster, "quorum", "describe", "--replication")
+    broker = next(r for r in rows if r["NodeId"] == BROKER)
+    assert broker["Status"] == "Observer"
+    assert broker["LogEndOffset"] > 0 and broker["Lag"] >= 0
+    assert broker["LastFetchTimestamp"] > 0

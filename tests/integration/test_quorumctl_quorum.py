@@ -86,3 +86,39 @@ def test_a_malformed_bootstrap_is_a_usage_error() -> None:
     done = quorumctl("quorum", "describe", "--bootstrap-controller", "no-port-here")
     assert done.returncode == 2
     assert "host:port" in done.stderr
+
+
+def test_status_and_replication_together(cluster: Cluster) -> None:
+    done = quorumctl(
+        "quorum", "describe", "--status", "--replication", "-o", "json",
+        "--bootstrap-controller", bootstrap(cluster),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    both = json.loads(done.stdout)
+    assert both["Status"]["ClusterId"] == cluster.cluster_id
+    assert sorted(r["NodeId"] for r in both["Replication"]) == [1, 2, 3]
+    table = quorumctl(
+        "quorum", "describe", "--status", "--replication",
+        "--bootstrap-controller", bootstrap(cluster),
+    )  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    status_part, replication_part = table.stdout.split("\n\n")
+    assert status_part.splitlines()[0].split(":")[0] == "ClusterId"
+    assert replication_part.splitlines()[0].split()[0] == "NodeId"
+
+
+def test_a_voter_that_never_fetched_shows_minus_one(tmp_path: Path) -> None:
+    c = Cluster.create(tmp_path)
+    c.start(1, 2)
+    try:
+        c.wait_for_leader(among=[1, 2])
+        done = quorumctl(
+            "quorum", "describe", "--replication", "-o", "json",
+            "--bootstrap-controller", ",".join(c.voter_addresses()[:2]),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        never = next(r for r in json.loads(done.stdout) if r["NodeId"] == 3)
+        assert never["LogEndOffset"] == -1 and never["Lag"] == -1
+        assert never["LastFetchTimestamp"] == -1 and never["Status"] == "Follower"
+    finally:
+        c.stop_all()
