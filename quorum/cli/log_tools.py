@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from google.protobuf.json_format import MessageToDict
 
 from quorum.cli.bootstrap import render_json
 from quorum.cli.data_dir import partition_dir, segments
+from quorum.cli.proto_json import proto_to_dict
 from quorum.controller.codec import MetadataRecordError, decode, record_type
 from quorum.raft.records import Batch, decode_leader_change
 
@@ -58,7 +58,7 @@ def decoded(batch: Batch, offset: int, data: bytes) -> dict[str, Any]:
     except MetadataRecordError as err:
         return {"offset": offset, "type": "undecodable", "error": str(err)}
     kind = record_type(record)
-    body = MessageToDict(getattr(record, kind), preserving_proto_field_name=True)
+    body = proto_to_dict(getattr(record, kind))
     return {"offset": offset, "type": kind, "version": record.version, "record": body}
 
 

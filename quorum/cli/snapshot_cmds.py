@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from google.protobuf.json_format import MessageToDict
 
 from quorum.cli.bootstrap import print_rows, render_json, render_table
 from quorum.cli.data_dir import OfflineError, ReadOnlySnapshots, partition_dir, snapshot_store
 from quorum.cli.log_tools import dir_option, output_option, render_compact
+from quorum.cli.proto_json import proto_to_dict
 from quorum.controller.codec import decode, record_type
 from quorum.raft.records import SnapshotId
 from snapshots.errors import SnapshotCorruptionError
@@ -97,9 +97,7 @@ def inspect(directory: Path, output: str, which: str, keys_only: bool) -> None:
             kind = record_type(record)
             entry: dict[str, Any] = {"key": key.decode(errors="replace"), "type": kind}
             if not keys_only:
-                entry["record"] = MessageToDict(
-                    getattr(record, kind), preserving_proto_field_name=True
-                )
+                entry["record"] = proto_to_dict(getattr(record, kind))
             records.append(entry)
     except SnapshotCorruptionError as err:
         raise OfflineError(f"corrupt snapshot: {err}") from err

@@ -87,6 +87,13 @@ def test_log_dump_shows_every_batch_and_decoded_record(data_dir: tuple[Path, int
     names = [r["record"]["name"] for b in batches for r in b["records"] if r["type"] == "topic"]
     assert names == TOPICS  # segments below a snapshot stay until retention removes them
     assert offsets[0] == 0 and batches[0]["records"][0]["type"] == "leader_change"
+    # Every field, defaults included (partition 0), int64 as numbers (issue 22).
+    partitions = [r["record"] for b in batches for r in b["records"] if r["type"] == "partition"]
+    assert any(p["partition_id"] == 0 for p in partitions)
+    assert all(isinstance(p["leader_epoch"], int) for p in partitions)
+    epochs = [r["record"]["broker_epoch"] for b in batches for r in b["records"]
+              if r["type"] == "register_broker"]  # fmt: skip
+    assert all(isinstance(e, int) for e in epochs)
     text = quorumctl("log", "dump", "--dir", str(directory))
     assert text.returncode == 0 and "baseOffset: " in text.stdout and "| offset: " in text.stdout
 
