@@ -16,12 +16,13 @@ from quorum.gen import admin_pb2 as api
 
 @click.group("features")
 def features_group() -> None:
-    """Describe and upgrade finalized feature levels (metadata.version).
+    """Describe, upgrade and downgrade finalized feature levels (metadata.version).
 
     \b
     Example:
       quorumctl features describe
       quorumctl features upgrade --feature metadata.version=1
+      quorumctl features downgrade --feature metadata.version=1 --dry-run
     """
 
 
@@ -37,10 +38,24 @@ def describe(bootstrap: str | None, cluster_id: str, output: str) -> None:
     reply = call_admin(
         parse_bootstrap(bootstrap), cluster_id, "DescribeCluster", api.DescribeClusterRequest()
     )
-    rows = [{"Feature": f.name, "FinalizedVersionLevel": f.level} for f in reply.features]
-    if output == "table" and not rows:
-        click.echo("no finalized features")
-    print_rows(rows, output)
+    print_rows(feature_rows(reply), output)
+
+
+def feature_rows(reply: api.DescribeClusterResponse) -> list[dict[str, object]]:
+    """kafka-features.sh's columns: every supported feature with its range beside
+    the finalized level (0: not finalized), and any finalized one this controller
+    no longer supports (range -1)."""
+    finalized = {f.name: f.level for f in reply.features}
+    supported = {f.name: (f.min_level, f.max_level) for f in reply.supported_features}
+    return [
+        {
+            "Feature": name,
+            "SupportedMinVersion": supported.get(name, (-1, -1))[0],
+            "SupportedMaxVersion": supported.get(name, (-1, -1))[1],
+            "FinalizedVersionLevel": finalized.get(name, 0),
+        }
+        for name in sorted(set(finalized) | set(supported))
+    ]
 
 
 @features_group.command("upgrade")
@@ -80,6 +95,55 @@ def upgrade(
             "Feature": u.feature,
             "Level": u.max_version_level,
             "Result": "valid" if dry_run else "upgraded",
+        }
+        for u in updates
+    ]
+    print_rows(rows, output)
+
+
+@features_group.command("downgrade")
+@click.option("--feature", "features", multiple=True, required=True, metavar="NAME=LEVEL")
+@click.option("--dry-run", is_flag=True, help="Validate only.")
+@connection_options
+def downgrade(
+    features: tuple[str, ...], dry_run: bool, bootstrap: str | None, cluster_id: str, output: str
+) -> None:
+    """Lower feature levels (kafka-features.sh downgrade); level 0 disables a feature.
+
+    The controller refuses a level outside the supported range; nothing changes
+    with --dry-run.
+
+    \b
+    Example:
+      quorumctl features downgrade --feature metadata.version=1 --dry-run
+    """
+    updates = []
+    for pair in features:
+        name, sep, level = pair.partition("=")
+        try:
+            number = parse_int(level, 0) if sep and name else None
+        except ValueError as err:
+            raise click.BadParameter(f"{pair!r}: {err}", param_hint="--feature") from None
+        if number is None:
+            raise click.BadParameter(f"{pair!r} is not name=level", param_hint="--feature")
+        updates.append(
+            api.FeatureUpdate(feature=name, max_version_level=number, allow_downgrade=True)
+        )
+    reply = call_admin(
+        parse_bootstrap(bootstrap),
+        cluster_id,
+        "UpdateFeatures",
+        api.UpdateFeaturesRequest(updates=updates, validate_only=dry_run),
+    )
+    failures = [(f"feature {r.feature}", m) for r in reply.results if (m := item_error(r.error))]
+    fail_on_item_errors(failures)
+    rows = [
+        {
+            "Feature": u.feature,
+            "Level": u.max_version_level,
+            "Result": "valid"
+            if dry_run
+            else ("disabled" if u.max_version_level == 0 else "downgraded"),
         }
         for u in updates
     ]

@@ -20,6 +20,7 @@ from quorum.controller import config_schema as cs
 from quorum.controller import partition_ops
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
+from quorum.controller.cluster_ops import SUPPORTED_FEATURES
 from quorum.controller.commit_clock import CommitClock
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.request_limits import RequestLimits
@@ -273,6 +274,8 @@ class QuorumController:
                 described.reported_state = session.reported_state
         for name, level in sorted(image.features.items()):
             response.features.add(name=name, level=level)
+        for name, (low, high) in sorted(SUPPORTED_FEATURES.items()):
+            response.supported_features.add(name=name, min_level=low, max_level=high)
         return response
 
     # ------------------------------------------------------ background loops

@@ -97,3 +97,23 @@ def test_brokers_are_the_quorums_observers(cluster: Cluster) -> None:
     assert broker["Status"] == "Observer"
     assert broker["LogEndOffset"] > 0 and broker["Lag"] >= 0
     assert broker["LastFetchTimestamp"] > 0
+
+
+def test_features_describe_shows_the_supported_range_and_downgrade(cluster: Cluster) -> None:
+    upgraded = ctl(cluster, "features", "upgrade", "--feature", "metadata.version=1")
+    assert upgraded.returncode == 0, upgraded.stderr
+    rows = {r["Feature"]: r for r in ctl_json(cluster, "features", "describe")}
+    assert rows["metadata.version"] == {
+        "Feature": "metadata.version", "SupportedMinVersion": 1, "SupportedMaxVersion": 1,
+        "FinalizedVersionLevel": 1,
+    }  # fmt: skip
+    assert rows["kraft.version"]["FinalizedVersionLevel"] == 0  # supported, not finalized
+    dry = ctl_json(cluster, "features", "downgrade", "--feature", "metadata.version=0", "--dry-run")
+    assert dry == [{"Feature": "metadata.version", "Level": 0, "Result": "valid"}]
+    still = {r["Feature"]: r for r in ctl_json(cluster, "features", "describe")}
+    assert still["metadata.version"]["FinalizedVersionLevel"] == 1
+    higher = ctl(cluster, "features", "downgrade", "--feature", "metadata.version=7")
+    assert higher.returncode == 1 and "INVALID_UPDATE_VERSION" in higher.stderr
+    disabled = ctl_json(cluster, "features", "downgrade", "--feature", "kraft.version=0")
+    assert disabled == [{"Feature": "kraft.version", "Level": 0, "Result": "disabled"}]
+
