@@ -15,7 +15,7 @@ from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from broker_agent.agent import STATE_NAMES, BrokerAgent
+from broker_agent.agent import ONLINE, STATE_NAMES, BrokerAgent
 from quorum.common.metrics_endpoint import LATENCY_BUCKETS, MetricsEndpoint
 
 
@@ -68,6 +68,11 @@ class AgentMetrics(MetricsEndpoint):
     def __init__(self, agent: BrokerAgent) -> None:
         super().__init__()
         self.registry.register(AgentCollector(agent))
+        # `/readyz`: a broker is ready once ONLINE (registered, caught up, unfenced).
+        self.readiness = lambda: (
+            agent.state == ONLINE,
+            STATE_NAMES.get(agent.state, str(agent.state)),
+        )
         lag = Histogram(
             "quorum_broker_metadata_apply_lag_seconds",
             "Commit (controller clock) to apply (broker clock, offset-corrected) per record.",

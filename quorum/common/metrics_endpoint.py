@@ -1,11 +1,28 @@
-"""The Prometheus `/metrics` endpoint every process serves (controllers and broker
-agents), and the latency buckets they share so their histograms compare."""
+"""The HTTP endpoint every process serves (controllers and broker agents) on its
+`metrics.listener`, and the latency buckets they share so their histograms compare.
+
+`/metrics` is the Prometheus exposition; `/healthz` answers 200 while the process
+serves at all (a liveness probe); `/readyz` answers 200 only when the process's
+own readiness check passes (a controller: it knows a reachable leader; a broker:
+it is ONLINE) and 503 with the reason otherwise, so an HTTP probe is honest. Any
+other path is 404: prometheus_client's own server answered the metrics page on
+every path, so a probe of `/healthz` "passed" on a leaderless node.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, start_http_server
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 from quorum.common.channels import ListenerError
+
+# (ready?, one line saying why) — evaluated on every /readyz request.
+ReadinessCheck = Callable[[], tuple[bool, str]]
 
 LATENCY_BUCKETS = (
     0.0005,
@@ -24,26 +41,60 @@ LATENCY_BUCKETS = (
 )
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """`/metrics`, `/healthz`, `/readyz`; 404 elsewhere. One per request."""
+
+    endpoint: ClassVar[MetricsEndpoint]
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            self._answer(200, encoder(self.endpoint.registry), content_type)
+        elif path == "/healthz":
+            self._answer(200, b"ok\n")
+        elif path == "/readyz":
+            ready, reason = self.endpoint.readiness()
+            self._answer(200 if ready else 503, f"{reason}\n".encode())
+        else:
+            self._answer(404, b"not found: try /metrics, /healthz or /readyz\n")
+
+    def _answer(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Scrapes every few seconds would flood the process's log."""
+
+
 class MetricsEndpoint:
-    """`/metrics` over HTTP on its own thread, one registry per process."""
+    """`/metrics`, `/healthz` and `/readyz` over HTTP on their own thread, one
+    registry per process. `readiness` is set by the process (default: ready)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._server: object | None = None
+        self.readiness: ReadinessCheck = lambda: (True, "ready")
+        self._server: ThreadingHTTPServer | None = None
 
     def start(self, host: str, port: int) -> int:
+        handler = type("Handler", (_Handler,), {"endpoint": self})
         try:
-            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+            server = ThreadingHTTPServer((host, port), handler)
         except OSError as err:
             raise ListenerError(
                 f"cannot listen on metrics.listener http://{host}:{port}: {err.strerror}"
             ) from err
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         self._server = server
         return int(server.server_port)
 
     def stop(self) -> None:
         server = self._server
         if server is not None:
-            server.shutdown()  # type: ignore[attr-defined]
-            server.server_close()  # type: ignore[attr-defined]
+            server.shutdown()
+            server.server_close()
             self._server = None

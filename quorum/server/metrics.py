@@ -162,5 +162,22 @@ class MetricsServer(MetricsEndpoint):
     def __init__(self, driver: RaftDriver) -> None:
         super().__init__()
         self.registry.register(RaftCollector(driver))
+        self.readiness = lambda: controller_readiness(driver)
         driver.latencies = Histograms(self.registry)
         self.started_at = time.time()
+
+
+def controller_readiness(driver: RaftDriver) -> tuple[bool, str]:
+    """`/readyz`: ready only while this node leads, or follows a leader it can
+    reach; a node that still names a leader it lost is not (it serves stale reads)."""
+    leader, role = driver.leader_id, driver.role
+    if driver.closed:
+        return False, "shutting down"
+    if leader is None:
+        return False, f"no leader known ({role.value} in epoch {driver.epoch})"
+    if role is Role.LEADER:
+        return True, f"leader in epoch {driver.epoch}"
+    unreachable = getattr(driver.transport, "unreachable_peers", None)
+    if role is not Role.FOLLOWER or (unreachable is not None and leader in unreachable()):
+        return False, f"leader {leader} not reachable ({role.value} in epoch {driver.epoch})"
+    return True, f"following leader {leader} in epoch {driver.epoch}"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,11 @@ def test_features_describe_shows_the_supported_range_and_downgrade(cluster: Clus
     disabled = ctl_json(cluster, "features", "downgrade", "--feature", "kraft.version=0")
     assert disabled == [{"Feature": "kraft.version", "Level": 0, "Result": "disabled"}]
 
+
+def test_a_broker_is_ready_once_online(cluster: Cluster) -> None:
+    port = cluster.brokers[BROKER].metrics_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as answer:
+        assert answer.status == 200 and answer.read() == b"ONLINE\n"
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+    assert missing.value.code == 404

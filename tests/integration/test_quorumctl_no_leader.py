@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,15 @@ RAW_GRPC = ("AioRpcError", "debug_error_string", "Traceback", "StatusCode.")
 
 def bootstrap(cluster: Cluster) -> str:
     return ",".join(cluster.voter_addresses())
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of a GET on a process's metrics listener."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
 
 
 def assert_one_line_errors(stderr: str) -> None:
@@ -143,6 +154,12 @@ def test_two_of_three_dead(cluster: Cluster) -> None:
     assert "knows no" in write.stderr
     for node_id in dead:
         assert f"{cluster.procs[node_id].address}: unreachable (connection refused)" in write.stderr
+
+    # /readyz says the survivor is not ready (no reachable leader); it is still live.
+    port = cluster.procs[survivor].metrics_port
+    code, reason = http_get(port, "/readyz")
+    assert code == 503 and ("no leader known" in reason or "not reachable" in reason), reason
+    assert http_get(port, "/healthz")[0] == 200
 
     # The survivor's log names the peers it cannot reach, once per interval.
     log_text = cluster.procs[survivor].log_text()
