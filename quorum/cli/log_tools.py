@@ -46,20 +46,22 @@ def log_group() -> None:
 
 
 def decoded(batch: Batch, offset: int, data: bytes) -> dict[str, Any]:
+    """One record: the CLI's keys (PascalCase, as every quorumctl JSON) around the
+    record body, whose keys are the record schema's own field names."""
     if batch.control:
         try:
             leader, voters = decode_leader_change(data)
         except ValueError:
-            return {"offset": offset, "type": "control", "bytes": len(data)}
-        return {"offset": offset, "type": "leader_change", "leader_id": leader,
-                "voters": sorted(voters)}  # fmt: skip
+            return {"Offset": offset, "Type": "control", "Bytes": len(data)}
+        return {"Offset": offset, "Type": "leader_change", "LeaderId": leader,
+                "Voters": sorted(voters)}  # fmt: skip
     try:
         record = decode(data, offset)
     except MetadataRecordError as err:
-        return {"offset": offset, "type": "undecodable", "error": str(err)}
+        return {"Offset": offset, "Type": "undecodable", "Error": str(err)}
     kind = record_type(record)
     body = proto_to_dict(getattr(record, kind))
-    return {"offset": offset, "type": kind, "version": record.version, "record": body}
+    return {"Offset": offset, "Type": kind, "Version": record.version, "Record": body}
 
 
 @log_group.command("dump")
@@ -80,18 +82,18 @@ def dump(directory: Path, output: str, no_records: bool) -> None:
             click.echo(f"Dumping {segment.path}")
         for position, batch in segment.batches:
             entry = {
-                "segment": segment.path.name, "position": position,
-                "base_offset": batch.base_offset, "last_offset": batch.last_offset,
-                "epoch": batch.epoch, "count": len(batch.records),
-                "append_time_ms": batch.append_time_ms, "control": batch.control,
-                "crc_valid": True,
+                "Segment": segment.path.name, "Position": position,
+                "BaseOffset": batch.base_offset, "LastOffset": batch.last_offset,
+                "Epoch": batch.epoch, "Count": len(batch.records),
+                "AppendTimeMs": batch.append_time_ms, "IsControl": batch.control,
+                "CrcValid": True,
             }  # fmt: skip
             records = [] if no_records else [
                 decoded(batch, i, data)
                 for i, data in enumerate(batch.records, start=batch.base_offset)
             ]  # fmt: skip
             if output == "json":
-                batches_out.append({**entry, "records": records})
+                batches_out.append({**entry, "Records": records})
                 continue
             click.echo(
                 f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} "
@@ -99,8 +101,8 @@ def dump(directory: Path, output: str, no_records: bool) -> None:
                 f"appendTime: {batch.append_time_ms} isControl: {batch.control} crcValid: true"
             )
             for r in records:
-                rest = {k: v for k, v in r.items() if k not in ("offset", "type")}
-                click.echo(f"| offset: {r['offset']} {r['type']}: {render_compact(rest)}")
+                rest = {k: v for k, v in r.items() if k not in ("Offset", "Type")}
+                click.echo(f"| offset: {r['Offset']} {r['Type']}: {render_compact(rest)}")
         if segment.torn_reason is not None:
             message = f"{segment.path.name}: torn tail not shown ({segment.torn_reason})"
             click.echo(message, err=True)

@@ -95,17 +95,17 @@ def inspect(directory: Path, output: str, which: str, keys_only: bool) -> None:
         for key, value in store.read(chosen):
             record = decode(value, chosen.end_offset - 1)
             kind = record_type(record)
-            entry: dict[str, Any] = {"key": key.decode(errors="replace"), "type": kind}
+            entry: dict[str, Any] = {"Key": key.decode(errors="replace"), "Type": kind}
             if not keys_only:
-                entry["record"] = proto_to_dict(getattr(record, kind))
+                entry["Record"] = proto_to_dict(getattr(record, kind))
             records.append(entry)
     except SnapshotCorruptionError as err:
         raise OfflineError(f"corrupt snapshot: {err}") from err
     manifest = manifest_row(store, chosen)
     if output == "json":
-        click.echo(render_json({"manifest": manifest, "records": records}))
+        click.echo(render_json({"Manifest": manifest, "Records": records}))
         return
     click.echo(render_table(list(manifest), [list(manifest.values())]))
     for entry in records:
-        body = f" {render_compact(entry['record'])}" if "record" in entry else ""
-        click.echo(f"| {entry['key']} {entry['type']}{body}")
+        body = f" {render_compact(entry['Record'])}" if "Record" in entry else ""
+        click.echo(f"| {entry['Key']} {entry['Type']}{body}")

@@ -232,10 +232,10 @@ def list_topics(bootstrap: str | None, cluster_id: str, output: str) -> None:
                 with_stale_marker(
                     [
                         {
-                            "name": t.name,
-                            "topic_id": t.topic_id,
-                            "partitions": t.partitions,
-                            "replication_factor": t.replication_factor,
+                            "Topic": t.name,
+                            "TopicId": t.topic_id,
+                            "PartitionCount": t.partitions,
+                            "ReplicationFactor": t.replication_factor,
                         }
                         for t in listings
                     ]

@@ -59,7 +59,7 @@ def test_topics_create_and_delete_with_topic_options(cluster: Cluster) -> None:
     assert [r["Result"] for r in positional] == ["created"]
     deleted = ctl_json(cluster, "topics", "delete", "--topic", "spelled", "plain")
     assert sorted(r["Topic"] for r in deleted) == ["plain", "spelled"]
-    names = [t["name"] for t in ctl_json(cluster, "topics", "list")]
+    names = [t["Topic"] for t in ctl_json(cluster, "topics", "list")]
     assert "also" in names and "spelled" not in names and "plain" not in names
     nothing = ctl(cluster, "topics", "delete")
     assert nothing.returncode == 2 and "--topic" in nothing.stderr

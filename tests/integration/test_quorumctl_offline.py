@@ -81,18 +81,18 @@ def test_log_dump_shows_every_batch_and_decoded_record(data_dir: tuple[Path, int
     done = quorumctl("log", "dump", "--dir", str(directory), "--output", "json")
     assert done.returncode == 0, done.stderr
     batches = json.loads(done.stdout)
-    offsets = [r["offset"] for b in batches for r in b["records"]]
+    offsets = [r["Offset"] for b in batches for r in b["Records"]]
     assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))  # contiguous
-    assert all(b["crc_valid"] for b in batches)
-    names = [r["record"]["name"] for b in batches for r in b["records"] if r["type"] == "topic"]
+    assert all(b["CrcValid"] for b in batches)
+    names = [r["Record"]["name"] for b in batches for r in b["Records"] if r["Type"] == "topic"]
     assert names == TOPICS  # segments below a snapshot stay until retention removes them
-    assert offsets[0] == 0 and batches[0]["records"][0]["type"] == "leader_change"
+    assert offsets[0] == 0 and batches[0]["Records"][0]["Type"] == "leader_change"
     # Every field, defaults included (partition 0), int64 as numbers (issue 22).
-    partitions = [r["record"] for b in batches for r in b["records"] if r["type"] == "partition"]
+    partitions = [r["Record"] for b in batches for r in b["Records"] if r["Type"] == "partition"]
     assert any(p["partition_id"] == 0 for p in partitions)
     assert all(isinstance(p["leader_epoch"], int) for p in partitions)
-    epochs = [r["record"]["broker_epoch"] for b in batches for r in b["records"]
-              if r["type"] == "register_broker"]  # fmt: skip
+    epochs = [r["Record"]["broker_epoch"] for b in batches for r in b["Records"]
+              if r["Type"] == "register_broker"]  # fmt: skip
     assert all(isinstance(e, int) for e in epochs)
     text = quorumctl("log", "dump", "--dir", str(directory))
     assert text.returncode == 0 and "baseOffset: " in text.stdout and "| offset: " in text.stdout
@@ -108,8 +108,8 @@ def test_snapshot_list_and_inspect_agree_with_the_manifest(data_dir: tuple[Path,
     done = quorumctl("snapshot", "inspect", "--dir", str(directory), "--output", "json")
     assert done.returncode == 0, done.stderr
     inspected = json.loads(done.stdout)
-    assert inspected["manifest"] == latest
-    assert len(inspected["records"]) == latest["Records"]
+    assert inspected["Manifest"] == latest
+    assert len(inspected["Records"]) == latest["Records"]
     which = f"{rows[0]['EndOffset']}-{rows[0]['Epoch']}"
     keys = quorumctl("snapshot", "inspect", "--dir", str(directory), "--snapshot", which,
                      "--keys-only")  # fmt: skip
