@@ -10,7 +10,7 @@ GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
 HELM := .tools/bin/helm
 
-.PHONY: run sim test setup proto lint bench clean
+.PHONY: run sim test setup proto lint bench clean promtool
 
 setup: $(STAMP) $(GEN_STAMP) $(HELM)
 
@@ -44,7 +44,14 @@ sim: setup
 	@mkdir -p data
 	$(PY) -m quorum.sim.demo --data-dir data
 
-test: setup
+# promtool (Debian's prometheus package) checks every metrics endpoint in the tests.
+
+promtool:
+	@command -v promtool >/dev/null || { echo "installing promtool (prometheus) with apt"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends prometheus; }
+
+test: setup promtool
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log

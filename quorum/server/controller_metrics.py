@@ -100,18 +100,18 @@ class ControllerCollector(Collector):
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
             return GaugeMetricFamily(f"quorum_controller_{name}", doc, value=value)
 
-        yield gauge("active_controller_count", "1 on the active controller, else 0.",
+        yield gauge("active_controllers", "1 on the active controller, else 0.",
                     1.0 if c.queue.active else 0.0)  # fmt: skip
-        yield gauge("global_topic_count", "Topics in the committed image.", counts.topics)
-        yield gauge("global_partition_count", "Partitions in the image.", counts.partitions)
-        yield gauge("offline_partitions_count", "Partitions with no leader.", counts.offline)
-        yield gauge("preferred_replica_imbalance_count",
+        yield gauge("global_topics", "Topics in the committed image.", counts.topics)
+        yield gauge("global_partitions", "Partitions in the image.", counts.partitions)
+        yield gauge("offline_partitions", "Partitions with no leader.", counts.offline)
+        yield gauge("preferred_replica_imbalances",
                     "Partitions not led by their first replica.", counts.imbalance)  # fmt: skip
-        yield gauge("under_min_isr_partition_count",
+        yield gauge("under_min_isr_partitions",
                     "Partitions whose ISR is smaller than min.insync.replicas.",
                     counts.under_min_isr)  # fmt: skip
-        yield gauge("fenced_broker_count", "Registered brokers that are fenced.", counts.fenced)
-        yield gauge("active_broker_count", "Registered brokers that are unfenced.", counts.active)
+        yield gauge("fenced_brokers", "Registered brokers that are fenced.", counts.fenced)
+        yield gauge("active_brokers", "Registered brokers that are unfenced.", counts.active)
         yield gauge("last_applied_record_offset", "Offset of the last record applied.",
                     c.image.applied_offset - 1)  # fmt: skip
         yield gauge("last_committed_record_offset", "The high watermark minus one.",

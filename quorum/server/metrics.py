@@ -140,9 +140,10 @@ class RaftCollector(Collector):
             "Leader's log end minus the replica's acknowledged end (on the leader only).",
             labels=["replica"],
         )
-        lag_ms = GaugeMetricFamily(
-            "quorum_raft_follower_lag_ms",
-            "Time since the replica was last caught up to the leader (on the leader only).",
+        lag_s = GaugeMetricFamily(
+            "quorum_raft_follower_lag_seconds",
+            "Time since the replica was last caught up to the leader, -1 if never "
+            "(on the leader only).",
             labels=["replica"],
         )
         if driver.role is Role.LEADER:
@@ -151,9 +152,9 @@ class RaftCollector(Collector):
             for replica, progress in sorted(driver.replica_progress().items()):
                 records.add_metric([str(replica)], max(0, end - progress.end_offset))
                 caught = progress.last_caught_up_ms
-                lag_ms.add_metric([str(replica)], -1 if caught is None else now - caught)
+                lag_s.add_metric([str(replica)], -1 if caught is None else (now - caught) / 1000)
         yield records
-        yield lag_ms
+        yield lag_s
 
 
 class MetricsServer(MetricsEndpoint):

@@ -509,15 +509,15 @@ def test_controller_metrics_count_topics_partitions_and_the_active_controller(
     def counted() -> bool:
         m = cluster.procs[leader].metrics()
         return (
-            m.get("quorum_controller_global_topic_count") == len(listing.topics)
-            and m.get("quorum_controller_global_partition_count") == partitions
+            m.get("quorum_controller_global_topics") == len(listing.topics)
+            and m.get("quorum_controller_global_partitions") == partitions
         )
 
     cluster.wait_until(counted, 15, "controller gauges to refresh")
     m = cluster.procs[leader].metrics()
-    assert m["quorum_controller_active_controller_count"] == 1
+    assert m["quorum_controller_active_controllers"] == 1
     assert (
-        m["quorum_controller_active_broker_count"] + m["quorum_controller_fenced_broker_count"] == 3
+        m["quorum_controller_active_brokers"] + m["quorum_controller_fenced_brokers"] == 3
     )
     assert m["quorum_controller_event_processing_time_seconds_count"] > 0
     assert (
@@ -526,4 +526,4 @@ def test_controller_metrics_count_topics_partitions_and_the_active_controller(
         >= 0
     )
     standby = next(i for i in cluster.procs if i != leader)
-    assert cluster.procs[standby].metrics()["quorum_controller_active_controller_count"] == 0
+    assert cluster.procs[standby].metrics()["quorum_controller_active_controllers"] == 0

@@ -266,7 +266,7 @@ def test_health_reflection_and_metrics(cluster: Cluster) -> None:
     followers = [str(i) for i in cluster.procs if i != view.leader_id]
     for replica in followers:
         assert f'quorum_raft_follower_lag_records{{replica="{replica}"}}' in metrics
-        assert f'quorum_raft_follower_lag_ms{{replica="{replica}"}}' in metrics
+        assert f'quorum_raft_follower_lag_seconds{{replica="{replica}"}}' in metrics
         assert metrics[f'quorum_raft_fetch_requests_total{{replica="{replica}"}}'] > 0
 
 
