@@ -9,8 +9,10 @@ below `--at-offset`, then the log) and shown as a file tree:
     /acls/<id>
     /features, /producer_ids
 
-Commands: ls, cd, pwd, cat, find, tree, help, exit. It reads commands from a
-terminal with a prompt, or from a pipe without one (for scripts). Note: offline,
+Commands: ls, cd, pwd, cat, find, tree, help, exit, with Tab completing paths
+(readline, through the standard library's `cmd`: the shell needs nothing
+prompt-toolkit or cmd2 would add). It reads commands from a terminal with a
+prompt, or from a pipe without one (for scripts). Note: offline,
 the tool cannot know the high watermark, so a log tail that was never committed
 (a leader's last appends before it crashed) is shown too.
 """
@@ -170,6 +172,35 @@ class MetadataShell(cmd.Cmd):
         if self.interactive:
             self.stdout.write("\n")
         return True
+
+    def get_names(self) -> list[str]:
+        """`help` lists what a user types; EOF (Ctrl-D) is how input ends, not a
+        command, so it is not listed (cmd would show "Undocumented commands: EOF")."""
+        return [name for name in super().get_names() if name != "do_EOF"]
+
+    # ------------------------------------------------------- completion
+
+    def complete_path(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        """Tab completion of the path being typed (readline, as in a Unix shell):
+        the entries of its directory that start with what is typed, directories
+        with a trailing `/`. readline splits words at `/` and `-`, so `text` is
+        only the tail of the path; the answers replace just that tail."""
+        typed = line[:endidx].split(" ", 1)[1] if " " in line[:endidx] else ""
+        head, slash, partial = typed.rpartition("/")
+        try:
+            node = self._node(self._resolve((head + slash) or "."))
+        except KeyError:
+            return []
+        if not _is_dir(node):
+            return []
+        cut = len(partial) - len(text)
+        return [
+            (key + ("/" if _is_dir(value) else ""))[cut:]
+            for key, value in node.items()
+            if key.startswith(partial)
+        ]
+
+    complete_ls = complete_cd = complete_cat = complete_find = complete_tree = complete_path
 
     def default(self, line: str) -> None:
         self.stdout.write(f"unknown command: {line.split()[0]} (try help)\n")
