@@ -86,6 +86,9 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace)
     metrics = AgentMetrics(agent)
+    metrics.build_info(
+        cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.request_stop)

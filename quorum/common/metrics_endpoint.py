@@ -16,10 +16,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Info, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 from quorum.common.channels import ListenerError
+from quorum.common.version import product_version
 
 # (ready?, one line saying why) — evaluated on every /readyz request.
 ReadinessCheck = Callable[[], tuple[bool, str]]
@@ -76,8 +77,18 @@ class MetricsEndpoint:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds,
+        # process_start_time_seconds, ...: what every Prometheus exporter serves.
+        ProcessCollector(registry=self.registry)
         self.readiness: ReadinessCheck = lambda: (True, "ready")
         self._server: ThreadingHTTPServer | None = None
+
+    def build_info(self, **labels: str) -> None:
+        """`quorum_build_info{version=..., ...} 1`: the version, plus what the process
+        knows of itself (cluster id, node id), to join on in dashboards."""
+        info = Info("quorum_build", "The running build and this process's identity.",
+                    registry=self.registry)  # fmt: skip
+        info.info({"version": product_version(), **labels})
 
     def start(self, host: str, port: int) -> int:
         handler = type("Handler", (_Handler,), {"endpoint": self})

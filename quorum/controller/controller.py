@@ -72,6 +72,7 @@ class QuorumController:
             image, raft.node_id, self._propose, self._ready, lambda: self.leader.leader_id
         )
         self.errors = 0  # call-level refusals, for the metrics
+        self.timed_out_heartbeats = 0  # sessions that ran out (TimedOutBrokerHeartbeatCount)
         raft.register(self)
 
     # ------------------------------------------------------- RaftListener
@@ -307,6 +308,7 @@ class QuorumController:
             if not active:
                 continue
             for broker_id in self.registry.expired():
+                self.timed_out_heartbeats += 1
                 with contextlib.suppress(NotController, CommitTimeout, ControllerError):
                     await self.write(lambda b=broker_id: self.registry.build_fence_expired(b))
 

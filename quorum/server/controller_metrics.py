@@ -117,6 +117,11 @@ class ControllerCollector(Collector):
         yield gauge("last_committed_record_offset", "The high watermark minus one.",
                     c.raft.high_watermark - 1)  # fmt: skip
         yield CounterMetricFamily(
+            "quorum_controller_timed_out_broker_heartbeats",
+            "Broker sessions that ran out (no MetadataFetch for broker.session.timeout.ms).",
+            value=c.timed_out_heartbeats,
+        )
+        yield CounterMetricFamily(
             "quorum_controller_metadata_errors",
             "Requests refused at call level (a ControllerError).",
             value=c.errors,

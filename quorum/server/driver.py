@@ -295,6 +295,10 @@ class RaftDriver:
         return self.core.role
 
     @property
+    def log_end_epoch(self) -> int:
+        return self.core.log.last_epoch
+
+    @property
     def voted_for(self) -> int | None:
         """The candidate this node voted for in its current epoch (DescribeQuorum)."""
         return self.core.voted_for

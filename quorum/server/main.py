@@ -118,6 +118,11 @@ class Controller:
             raise
         self.metrics = MetricsServer(self.node.driver)
         self.controller_metrics = ControllerCollector(self.controller, self.metrics.registry)
+        self.metrics.build_info(
+            cluster_id=cluster_id,
+            node_id=str(config.node_id),
+            process_roles=",".join(config.process_roles),
+        )
         self.exit_code = 0
         self.stopping = asyncio.Event()
 

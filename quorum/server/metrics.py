@@ -89,6 +89,29 @@ class RaftCollector(Collector):
         yield gauge("quorum_raft_log_end_offset", "Log end offset.", driver.log_end_offset)
         yield gauge("quorum_raft_log_start_offset", "Log start offset.", driver.log_start_offset)
         yield gauge("quorum_raft_log_flushed_offset", "Durable log end offset.", driver.flushed_end)
+        yield gauge(
+            "quorum_raft_current_vote",
+            "The candidate this node voted for in its epoch, -1 if none.",
+            -1 if driver.voted_for is None else driver.voted_for,
+        )
+        yield gauge(
+            "quorum_raft_log_end_epoch", "Epoch of the last batch in the log.", driver.log_end_epoch
+        )
+        voters = driver.config.voters
+        yield gauge("quorum_raft_voters", "Voters in the quorum's configuration.", len(voters))
+        yield gauge(
+            "quorum_raft_observers",
+            "Observers fetching from this node (on the leader only).",
+            len([r for r in driver.replica_progress() if r not in voters])
+            if driver.role is Role.LEADER
+            else 0,
+        )
+        unreachable = getattr(driver.transport, "unreachable_peers", None)
+        yield gauge(
+            "quorum_raft_unknown_voter_connections",
+            "Voters this node's last call to failed, with no answer since.",
+            len(unreachable()) if unreachable is not None else 0,
+        )
         yield CounterMetricFamily(
             "quorum_raft_elections",
             "Elections this node has won.",

@@ -516,9 +516,7 @@ def test_controller_metrics_count_topics_partitions_and_the_active_controller(
     cluster.wait_until(counted, 15, "controller gauges to refresh")
     m = cluster.procs[leader].metrics()
     assert m["quorum_controller_active_controllers"] == 1
-    assert (
-        m["quorum_controller_active_brokers"] + m["quorum_controller_fenced_brokers"] == 3
-    )
+    assert m["quorum_controller_active_brokers"] + m["quorum_controller_fenced_brokers"] == 3
     assert m["quorum_controller_event_processing_time_seconds_count"] > 0
     assert (
         m["quorum_controller_last_committed_record_offset"]

@@ -79,3 +79,18 @@ def test_served_names_are_the_documented_ones(cluster: Cluster) -> None:
     assert ours - documented == set(), "served but not in docs/metrics.md"
     assert documented - ours == set(), "in docs/metrics.md but not served"
     assert not [n for n in ours if n.endswith("_count") or n.endswith("_ms")]
+
+
+def test_process_build_and_raft_metrics_have_their_values(cluster: Cluster) -> None:
+    view = cluster.wait_for_leader()
+    leader = cluster.procs[view.leader_id].metrics()
+    assert leader["quorum_raft_current_vote"] == view.leader_id  # it voted for itself
+    assert leader["quorum_raft_log_end_epoch"] == view.leader_epoch
+    assert leader["quorum_raft_voters"] == 3
+    assert leader["quorum_raft_unknown_voter_connections"] == 0
+    assert leader["process_resident_memory_bytes"] > 0 and leader["process_open_fds"] > 0
+    assert leader["quorum_controller_timed_out_broker_heartbeats_total"] == 0
+    build = [k for k in leader if k.startswith("quorum_build_info{")]
+    assert len(build) == 1 and f'cluster_id="{cluster.cluster_id}"' in build[0]
+    broker = scrape(cluster.brokers[BROKER].metrics_port)
+    assert f'node_id="{BROKER}"' in broker and 'process_roles="broker"' in broker
