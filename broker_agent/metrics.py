@@ -3,7 +3,7 @@
 Gauges are read from the agent at scrape time; latencies are histograms
 observed as they happen. Kafka's broker metrics it mirrors: `BrokerState`
 (quorum_broker_state), `last-applied-record-offset`
-(quorum_broker_metadata_applied_offset) and `last-applied-record-lag-ms`
+(quorum_broker_metadata_last_applied_record_offset) and `last-applied-record-lag-ms`
 (quorum_broker_metadata_apply_lag_seconds, a histogram here).
 """
 
@@ -33,9 +33,9 @@ class AgentCollector(Collector):
         yield state
         applied = agent.cache.next_offset
         yield GaugeMetricFamily(
-            "quorum_broker_metadata_applied_offset",
-            "Next metadata offset to fetch: everything below is applied.",
-            value=applied,
+            "quorum_broker_metadata_last_applied_record_offset",
+            "Offset of the last metadata record applied, -1 if none (Kafka's meaning).",
+            value=applied - 1,
         )
         yield GaugeMetricFamily(
             "quorum_broker_metadata_lag_records",

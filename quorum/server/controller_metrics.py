@@ -122,7 +122,7 @@ class ControllerCollector(Collector):
             value=c.timed_out_heartbeats,
         )
         yield CounterMetricFamily(
-            "quorum_controller_metadata_errors",
+            "quorum_controller_request_errors",
             "Requests refused at call level (a ControllerError).",
             value=c.errors,
         )

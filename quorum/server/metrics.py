@@ -151,10 +151,16 @@ class RaftCollector(Collector):
                 "End offset of the newest snapshot, -1 when none.",
                 replicated.stats.latest_offset,
             )
+            stamp = replicated.last_applied_append_time_ms
             yield gauge(
-                "quorum_raft_applied_offset",
-                "Next offset the state machine will apply.",
-                replicated.image.applied_offset,
+                "quorum_controller_last_applied_record_timestamp_seconds",
+                "Leader's append time of the last applied record, -1 if none.",
+                stamp / 1000 if stamp >= 0 else -1,
+            )
+            yield gauge(
+                "quorum_controller_last_applied_record_lag_seconds",
+                "Now minus the last applied record's append time, -1 if none.",
+                max(0.0, time.time() - stamp / 1000) if stamp >= 0 else -1,
             )
 
     def _lag(self, driver: RaftDriver) -> Iterator[GaugeMetricFamily]:

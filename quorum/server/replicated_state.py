@@ -50,6 +50,9 @@ class ReplicatedState:
         self.retain_count = max(1, retain_count)
         self.trigger = SnapshotTrigger(policy, now_ms)
         self.stats = SnapshotStats()
+        # The leader's append time of the last batch applied (-1: none yet), for
+        # Kafka's LastAppliedRecordTimestamp and LastAppliedRecordLagMs.
+        self.last_applied_append_time_ms = -1
         self.snapshot_running = False
         self._covered_bytes = 0  # new record bytes counted when the running one was captured
         latest = store.latest()
@@ -82,6 +85,7 @@ class ReplicatedState:
                     applied += len(records)
                 offset = batch.next_offset
                 self.image.advance_to(offset)
+                self.last_applied_append_time_ms = batch.append_time_ms
         return applied
 
     # --------------------------------------------------------------- snapshots

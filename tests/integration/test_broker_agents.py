@@ -94,8 +94,10 @@ def high_watermark(cluster: Cluster) -> int:
 
 
 def caught_up(cluster: Cluster, broker_id: int) -> bool:
-    applied = cluster.brokers[broker_id].metrics()["quorum_broker_metadata_applied_offset"]
-    return applied >= high_watermark(cluster)
+    metrics = cluster.brokers[broker_id].metrics()
+    return metrics["quorum_broker_metadata_last_applied_record_offset"] + 1 >= high_watermark(
+        cluster
+    )
 
 
 def create_topic(

@@ -94,3 +94,29 @@ def test_process_build_and_raft_metrics_have_their_values(cluster: Cluster) -> N
     assert len(build) == 1 and f'cluster_id="{cluster.cluster_id}"' in build[0]
     broker = scrape(cluster.brokers[BROKER].metrics_port)
     assert f'node_id="{BROKER}"' in broker and 'process_roles="broker"' in broker
+
+
+def test_every_applied_offset_is_the_last_record_applied(cluster: Cluster) -> None:
+    """One meaning per name: the last record applied (Kafka's), never the next offset."""
+    view = cluster.wait_for_leader()
+    leader = cluster.procs[view.leader_id]
+    cluster.wait_until(
+        lambda: (
+            leader.metrics()["quorum_controller_last_applied_record_offset"]
+            >= view.high_watermark - 1
+        ),
+        what="the leader to apply its committed log",
+    )
+    metrics = leader.metrics()
+    assert "quorum_raft_applied_offset" not in metrics
+    assert metrics["quorum_controller_last_applied_record_timestamp_seconds"] > 1.7e9
+    assert 0 <= metrics["quorum_controller_last_applied_record_lag_seconds"] < 3600
+    broker = cluster.brokers[BROKER].metrics()
+    assert "quorum_broker_metadata_applied_offset" not in broker
+    cluster.wait_until(
+        lambda: (
+            cluster.brokers[BROKER].metrics()["quorum_broker_metadata_last_applied_record_offset"]
+            == cluster.describe(view.leader_id).high_watermark - 1
+        ),
+        what="the broker to apply up to the high watermark",
+    )
