@@ -61,6 +61,10 @@ class AgentStats:
     fetch_errors: int = 0
     records_applied: int = 0
     snapshots_loaded: int = 0
+    # Kafka's metadata-load-error-count and metadata-apply-error-count: a snapshot
+    # that failed to load, a batch that failed to apply (the agent then stops).
+    load_errors: int = 0
+    apply_errors: int = 0
     high_watermark: int = 0
     broker_epoch: int = -1
     # Recent figures, for benchmarks and the metrics histograms.
@@ -68,6 +72,7 @@ class AgentStats:
     fetch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_WINDOW))
     on_apply_lag: list[Callable[[float], None]] = field(default_factory=list)
     on_fetch: list[Callable[[float], None]] = field(default_factory=list)
+    on_snapshot_load: list[Callable[[float], None]] = field(default_factory=list)
 
 
 class BrokerAgent:
@@ -288,7 +293,11 @@ class BrokerAgent:
             Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms, b.control)
             for b in response.batches
         ]
-        applied = self.cache.append(batches)
+        try:
+            applied = self.cache.append(batches)
+        except Exception:
+            self.stats.apply_errors += 1
+            raise
         apply_ms = wall_clock_ms()
         commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
         self.stats.records_applied += len(applied)
@@ -329,6 +338,7 @@ class BrokerAgent:
         log.info("broker %d: loading snapshot %s from the controller", self.config.node_id, ref)
         position, receiver = 0, None
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         try:
             while True:
                 chunk = await self.client.broker(
@@ -349,12 +359,20 @@ class BrokerAgent:
                 if position >= chunk.size:
                     break
             await loop.run_in_executor(None, receiver.complete)
-        except BaseException:
+        except BaseException as err:
             if receiver is not None:
                 receiver.abort()
+            if not isinstance(err, asyncio.CancelledError):
+                self.stats.load_errors += 1
             raise
-        await loop.run_in_executor(None, self.cache.install, snapshot_id)
+        try:
+            await loop.run_in_executor(None, self.cache.install, snapshot_id)
+        except Exception:
+            self.stats.load_errors += 1
+            raise
         self.stats.snapshots_loaded += 1
+        for observe in self.stats.on_snapshot_load:
+            observe(time.monotonic() - started)
 
     # ------------------------------------------------------------------ ISR
 

@@ -55,6 +55,14 @@ class AgentCollector(Collector):
             value=agent.stats.fetch_errors,
         )  # fmt: skip
         yield CounterMetricFamily(
+            "quorum_broker_metadata_load_errors", "Metadata snapshots that failed to load.",
+            value=agent.stats.load_errors,
+        )  # fmt: skip
+        yield CounterMetricFamily(
+            "quorum_broker_metadata_apply_errors", "Metadata batches that failed to apply.",
+            value=agent.stats.apply_errors,
+        )  # fmt: skip
+        yield CounterMetricFamily(
             "quorum_broker_metadata_records_applied", "Metadata records applied.",
             value=agent.stats.records_applied,
         )  # fmt: skip
@@ -87,3 +95,10 @@ class AgentMetrics(MetricsEndpoint):
         )
         agent.stats.on_apply_lag.append(lambda ms: lag.observe(max(0.0, ms) / 1000))
         agent.stats.on_fetch.append(fetch.observe)
+        load = Histogram(
+            "quorum_broker_metadata_snapshot_load_seconds",
+            "Fetching, validating and installing a metadata snapshot from the controller.",
+            buckets=(*LATENCY_BUCKETS, 10.0, 30.0, 60.0),
+            registry=self.registry,
+        )
+        agent.stats.on_snapshot_load.append(load.observe)

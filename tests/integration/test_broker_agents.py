@@ -245,7 +245,10 @@ def test_a_broker_below_the_log_start_loads_a_snapshot(cluster: Cluster) -> None
     cluster.start_brokers(13)
     wait_online(cluster, 13)
     cluster.wait_until(lambda: caught_up(cluster, 13), 10, "broker 13 caught up")
-    assert proc.metrics()["quorum_broker_metadata_snapshots_loaded_total"] >= 1
+    metrics = proc.metrics()
+    assert metrics["quorum_broker_metadata_snapshots_loaded_total"] >= 1
+    assert metrics["quorum_broker_metadata_snapshot_load_seconds_count"] >= 1
+    assert metrics["quorum_broker_metadata_load_errors_total"] == 0
     assert "loading snapshot" in proc.log_text()
 
 

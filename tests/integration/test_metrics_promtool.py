@@ -94,6 +94,11 @@ def test_process_build_and_raft_metrics_have_their_values(cluster: Cluster) -> N
     assert len(build) == 1 and f'cluster_id="{cluster.cluster_id}"' in build[0]
     broker = scrape(cluster.brokers[BROKER].metrics_port)
     assert f'node_id="{BROKER}"' in broker and 'process_roles="broker"' in broker
+    values = cluster.brokers[BROKER].metrics()
+    assert values["quorum_broker_metadata_load_errors_total"] == 0
+    assert values["quorum_broker_metadata_apply_errors_total"] == 0
+    # No snapshot was needed to catch up on a young log: the histogram is empty.
+    assert values["quorum_broker_metadata_snapshot_load_seconds_count"] == 0
 
 
 def test_every_applied_offset_is_the_last_record_applied(cluster: Cluster) -> None:
