@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	  echo "installing python3-venv with apt"; \
 	  apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench,faults]'
 	@touch $@
 
 $(GEN_STAMP): $(PROTOS) $(STAMP)
