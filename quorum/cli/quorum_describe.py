@@ -77,7 +77,8 @@ def describe(
         return
     brokers = asyncio.run(_brokers(leader_address, cluster_id, timeout))
     now_ms = int(time.time() * 1000)
-    rows = replication_rows(reply, now_ms, brokers)
+    directories = {v.reply.node_id: v.reply.directory_id for v in views if v.reply is not None}
+    rows = replication_rows(reply, now_ms, brokers, directories)
     summary = status_view(reply, rows)
     if output == "json":
         if show_status and replication:
@@ -148,9 +149,13 @@ def replication_rows(
     reply: pb.DescribeQuorumResponse,
     now_ms: int,
     brokers: list[api.BrokerDescription] | None = None,
+    directories: dict[int, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Kafka's columns; lag is in records behind the leader's log end offset, and a
-    replica that never fetched shows -1 (as Kafka's tool), not a log end of 0."""
+    replica that never fetched shows -1 (as Kafka's tool), not a log end of 0.
+    DirectoryId is each controller's own (asked of it; "" when it did not answer
+    or has none), as Kafka's tool shows since KIP-853; brokers do not report theirs."""
+    directories = directories or {}
     leader_end = max((r.log_end_offset for r in reply.current_voters), default=0)
     rows = []
     for kind, replicas in (("Voter", reply.current_voters), ("Observer", reply.observers)):
@@ -163,6 +168,7 @@ def replication_rows(
             rows.append(
                 {
                     "NodeId": r.replica_id,
+                    "DirectoryId": directories.get(r.replica_id, ""),
                     "LogEndOffset": r.log_end_offset if fetched else -1,
                     "Lag": max(0, leader_end - r.log_end_offset) if fetched else -1,
                     "LastFetchTimestamp": r.last_fetch_timestamp_ms,
@@ -177,6 +183,7 @@ def replication_rows(
         rows.append(
             {
                 "NodeId": b.broker_id,
+                "DirectoryId": "",
                 "LogEndOffset": b.metadata_offset if known else -1,
                 "Lag": max(0, reply.high_watermark - b.metadata_offset) if known else -1,
                 "LastFetchTimestamp": now_ms - b.last_heartbeat_age_ms if known else -1,
@@ -209,6 +216,8 @@ def status_view(reply: pb.DescribeQuorumResponse, rows: list[dict[str, Any]]) ->
 
 
 def _timestamp(key: str, value: Any, now_ms: int, human: bool) -> Any:
+    if key == "DirectoryId" and not value:
+        return "-"
     if not human or not key.endswith("Timestamp"):
         return value
     return "never" if value < 0 else f"{max(0, now_ms - value)} ms ago"

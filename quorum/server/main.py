@@ -66,9 +66,10 @@ SWITCH_INTERVAL_S = 0.0002
 class Controller:
     """The process's parts, opened in order and closed in reverse."""
 
-    def __init__(self, config: ControllerConfig, cluster_id: str) -> None:
+    def __init__(self, config: ControllerConfig, cluster_id: str, directory_id: str = "") -> None:
         self.config = config
         self.cluster_id = cluster_id
+        self.directory_id = directory_id
         partition_dir = config.metadata_log_dir / LOG_PARTITION_DIR
         self.log_store = FileLogStore(
             partition_dir,
@@ -111,6 +112,7 @@ class Controller:
                 validate_record=only_noop,
                 add_services=self._add_admin_services,
                 max_request_bytes=config.request_limits.socket_request_max_bytes,
+                directory_id=directory_id,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
         except BaseException:
@@ -195,7 +197,9 @@ class Controller:
         return add_servicers(
             server,
             ControllerCalls(self.controller, addresses),
-            lambda include_digest: describe_quorum(driver, addresses, include_digest),
+            lambda include_digest: describe_quorum(
+                driver, addresses, include_digest, self.directory_id
+            ),
             driver.read_snapshot_chunk,
         )
 
@@ -258,7 +262,7 @@ async def _start_and_run(config: ControllerConfig) -> int:
     # gRPC's asyncio objects belong to the loop they are made on: build inside it.
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
-        controller = Controller(config, meta.cluster_id)
+        controller = Controller(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
         return EXIT_STARTUP

@@ -47,6 +47,7 @@ class QuorumNode:
         validate_record: Callable[[bytes], str | None] | None = None,
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
         max_request_bytes: int = MAX_MESSAGE_BYTES,
+        directory_id: str = "",
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -63,7 +64,7 @@ class QuorumNode:
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(
-                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen
+                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen, directory_id
             ),
             self.server,
         )

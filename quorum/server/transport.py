@@ -306,12 +306,14 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         fetch_max_wait_ms: int,
         addresses: Mapping[int, str],
         node_address: str,
+        directory_id: str = "",
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
         self._addresses = dict(addresses)
         self._node_address = node_address
+        self._directory_id = directory_id
 
     # ------------------------------------------------------------- rejections
 
@@ -454,7 +456,9 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         # Operators' tools, like Kafka's clients, need not know the cluster id: an
         # empty one is not checked, a wrong one is refused.
         await self._check(context, request.cluster_id or self._cluster_id, [])
-        return describe_quorum(self._driver, self._addresses, request.include_image_digest)
+        return describe_quorum(
+            self._driver, self._addresses, request.include_image_digest, self._directory_id
+        )
 
 
 def _wire_leader(leader_id: int | None) -> int:
@@ -473,7 +477,10 @@ def leader_hint(
 
 
 def describe_quorum(
-    driver: RaftDriver, addresses: Mapping[int, str], include_image_digest: bool = False
+    driver: RaftDriver,
+    addresses: Mapping[int, str],
+    include_image_digest: bool = False,
+    directory_id: str = "",
 ) -> pb.DescribeQuorumResponse:
     """This node's view; the replica lists only when it leads (as Kafka's tool shows)."""
     now_ms = driver.clock()
@@ -487,6 +494,7 @@ def describe_quorum(
         leader_id=_wire_leader(driver.leader_id),
         leader_epoch=driver.epoch,
         voted_for=_wire_leader(driver.voted_for),
+        directory_id=directory_id,
         voter_addresses={v: addresses[v] for v in driver.config.voters if v in addresses},
         high_watermark=driver.high_watermark,
         role=driver.role.value,

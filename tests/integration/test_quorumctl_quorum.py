@@ -50,6 +50,10 @@ def test_replication_json_has_one_row_per_voter_and_matches_the_leader(cluster: 
     assert statuses[leader.leader_id] == "Leader"
     assert sorted(statuses.values()) == ["Follower", "Follower", "Leader"]
     assert all(r["LogEndOffset"] >= 6 and r["Lag"] >= 0 for r in rows)
+    # Each controller's own directory id (meta.properties), as Kafka's tool shows it.
+    for r in rows:
+        meta = (cluster.procs[r["NodeId"]].data_dir / "meta.properties").read_text()
+        assert f"directory.id={r['DirectoryId']}" in meta and len(r["DirectoryId"]) == 22
 
 
 def test_the_table_has_kafkas_columns(cluster: Cluster) -> None:
@@ -60,7 +64,8 @@ def test_the_table_has_kafkas_columns(cluster: Cluster) -> None:
     assert done.returncode == 0, done.stderr
     header = done.stdout.splitlines()[0].split()
     assert header == [
-        "NodeId", "LogEndOffset", "Lag", "LastFetchTimestamp", "LastCaughtUpTimestamp", "Status",
+        "NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+        "LastCaughtUpTimestamp", "Status",
     ]  # fmt: skip
     assert "ms ago" in done.stdout
 
