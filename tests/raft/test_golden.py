@@ -358,7 +358,8 @@ class Script:
             self._event(node, name, args, out)
         except (AssertionError, ValueError) as err:
             # The core refuses an impossible input loudly; the transcript says so.
-            out.append(f"raised {type(err).__name__}: {err}")
+            kind = "AssertionError" if isinstance(err, AssertionError) else "ValueError"
+            out.append(f"raised {kind}: {err}")
         out.extend(show_effect(e) for e in node.poll(self.now))
         return out
 
