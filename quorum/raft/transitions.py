@@ -21,7 +21,9 @@ is listed here.
     any                             HIGHER_EPOCH         unattached,       higher
                                                          follower
     any                             BEGIN_QUORUM_EPOCH   follower          same or higher
-    unattached                      LEADER_DISCOVERED    follower          same
+    unattached                      LEADER_DISCOVERED    follower (or      same
+                                                         unattached: see
+                                                         TRANSITIONS)
     follower                        LEADER_LOST          unattached        same
 
 Observers (not voters) are only ever unattached or followers.
