@@ -66,6 +66,8 @@ from quorum.raft.records import (
     decode_leader_change,
     encode_leader_change,
 )
+from quorum.raft.states import EpochState
+from quorum.raft.transitions import Trigger
 
 TESTDATA = Path(__file__).parent / "testdata"
 SEPARATOR = "----"
@@ -334,6 +336,7 @@ class Script:
     """
 
     node: RaftNode | None = None
+    node_factory: type[RaftNode] = RaftNode
     now: int = 0
     voters: frozenset[int] = field(default_factory=frozenset)
 
@@ -415,7 +418,7 @@ class Script:
             opt_id(args.get("leader", "none")),
         )
         rng = FixedRandom(largest=args.get("rng") == "max")
-        self.node = RaftNode(config, rng, self.now, state, log)
+        self.node = self.node_factory(config, rng, self.now, state, log)
         return [show_effect(e) for e in self.node.poll(self.now)]
 
     def _state(self, node: RaftNode) -> list[str]:
@@ -515,3 +518,20 @@ def test_transcript(path: Path, request: pytest.FixtureRequest) -> None:
 
 def test_there_are_enough_transcripts() -> None:
     assert len(TRANSCRIPTS) >= 20
+
+
+def test_the_transcripts_take_every_kind_of_transition() -> None:
+    """Between them the transcripts show every trigger of the transition table."""
+    seen: set[Trigger] = set()
+
+    class Recording(RaftNode):
+        def _transition(self, trigger: Trigger, new: EpochState, now: int) -> None:
+            seen.add(trigger)
+            super()._transition(trigger, new, now)
+
+    for path in TRANSCRIPTS:
+        blocks, _ = parse(path.read_text())
+        script = Script(node_factory=Recording)
+        for block in blocks:
+            script.run(block.command)
+    assert seen == set(Trigger)
