@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -41,11 +41,20 @@ class NoControllerError(Exception):
 
 
 class AdminClient:
-    def __init__(self, bootstrap: Sequence[str], cluster_id: str = "") -> None:
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        cluster_id: str = "",
+        addresses: Mapping[int, str] | None = None,
+    ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
+        # controller id -> the address *this* client dials it at (Kafka's brokers
+        # resolve a hinted leader id through their own controller.quorum.voters;
+        # the hint's address is the one the answering controller dials)
+        self.addresses = dict(addresses or {})
         self._active: str | None = None
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
@@ -87,7 +96,8 @@ class AdminClient:
         tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
         name = error.error.name if error.error else ""
         if name == "NOT_CONTROLLER":
-            self._active = error.leader_address if error.leader_address != address else None
+            hinted = self.addresses.get(error.leader_id or -1, error.leader_address)
+            self._active = hinted if hinted != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
             return

@@ -37,8 +37,10 @@ class Append:
 
 @dataclass(frozen=True)
 class CommittedLog:
-    """One controller's committed records: offset -> payload (None: not a
-    workload record), from `start` (its log start) up to `end` (its high watermark)."""
+    """One controller's committed records: offset -> payload, from `start` (its log
+    start) up to `end` (its high watermark). Records that are not the workload's
+    are given as some other bytes starting with `#` (compared, never looked up) or
+    None."""
 
     node: int
     start: int
@@ -53,7 +55,7 @@ def check_acknowledged(history: Sequence[Append], logs: Sequence[CommittedLog]) 
     for log in logs:
         where: dict[bytes, int] = {}
         for offset, payload in log.records.items():
-            if payload is None:
+            if payload is None or payload.startswith(b"#"):
                 continue
             if payload in where:
                 problems.append(f"node {log.node}: {payload!r} twice ({where[payload]}, {offset})")

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 VERSION = "2.9.0-kraft-quorum"
 CHUNK = 32 * 1024
@@ -424,7 +425,7 @@ class Api:
         self.collection = Collection()
 
     async def route(self, method: str, path: str, body: Any) -> tuple[int, Any]:
-        parts = [p for p in path.split("?")[0].split("/") if p]
+        parts = [unquote(p) for p in path.split("?")[0].split("/") if p]
         c = self.collection
         match (method, parts):
             case ("GET", ["version"]):
