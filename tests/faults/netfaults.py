@@ -85,6 +85,13 @@ class Network:
     def add(self, src: str, dst: str, stream: str, kind: str, **attributes: int) -> None:
         self._toxic(src, dst, stream, kind, **attributes)
 
+    def remove(self, kind: str) -> None:
+        """Every toxic of one type removed (the others stay)."""
+        for proxy in self.links.values():
+            for toxic in proxy.toxics().values():
+                if toxic.type == kind:
+                    proxy.destroy_toxic(toxic.name)
+
     def heal(self) -> None:
         """Every toxic removed, every proxy enabled."""
         self.toxiproxy.reset()

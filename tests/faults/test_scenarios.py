@@ -10,6 +10,7 @@ random run (scenario 8) lasts FAULT_RANDOM_S seconds (60 by default).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -26,6 +27,7 @@ from toxiproxy_server import toxiproxy_server
 from workload import REGISTER_INITIAL, Workload, running
 
 from quorum.controller.codec import noop
+from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.server.errors import wire_error
@@ -352,3 +354,182 @@ def test_8_random_faults(fc: FaultCluster) -> None:
 
     workload, start, end = asyncio.run(scenario())
     fc.check(workload, f"8 random faults ({RANDOM_S:.0f}s, seed {seed})", (start, end))
+
+
+# ---------------------------------------------------------------- scenario 5
+
+SESSION_MS = 3000
+BROKERS = (101, 102, 103)
+
+
+@pytest.fixture
+def fcb(tmp_path: Path, toxiproxy: Toxiproxy) -> Iterator[FaultCluster]:
+    cluster = FaultCluster.create(
+        tmp_path,
+        toxiproxy,
+        brokers=BROKERS,
+        extra={"broker.session.timeout.ms": str(SESSION_MS)},
+        broker_extra={
+            "broker__session__timeout__ms": str(SESSION_MS),
+            "broker__heartbeat__interval__ms": "500",
+        },
+    )
+    try:
+        cluster.cluster.start()
+        cluster.leader()
+        cluster.cluster.start_brokers()
+        yield cluster
+    finally:
+        cluster.stop()
+        for proxy in list(toxiproxy.proxies().values()):
+            proxy.destroy()
+
+
+def brokers_view(fc: FaultCluster) -> dict[int, api.BrokerDescription]:
+    reply = fc.cluster.call("admin", "DescribeCluster", api.DescribeClusterRequest())
+    return {b.broker_id: b for b in reply.brokers}
+
+
+def partitions(fc: FaultCluster, topic: str) -> list[api.PartitionDescription]:
+    reply = fc.cluster.call("admin", "DescribeTopics", api.DescribeTopicsRequest(names=[topic]))
+    return list(reply.topics[0].partitions)
+
+
+def test_5_broker_cut_off_is_fenced_its_leaderships_move_and_it_returns(
+    fcb: FaultCluster,
+) -> None:
+    fc = fcb
+    fc.cluster.wait_until(
+        lambda: (
+            all(b.state == "ONLINE" for b in brokers_view(fc).values())
+            and len(brokers_view(fc)) == 3
+        ),
+        30,
+        "brokers ONLINE",
+    )
+    topic = api.CreatableTopic(
+        name="orders", num_partitions=6, replication_factor=3, configs={"min.insync.replicas": "1"}
+    )
+    reply = fc.cluster.call("admin", "CreateTopics", api.CreateTopicsRequest(topics=[topic]))
+    assert reply.topics[0].error.error_code == 0, reply
+    victim = 101
+    assert any(p.leader == victim for p in partitions(fc, "orders"))
+    leaderless: list[str] = []
+    samples = 0
+
+    def sample() -> bool:
+        """True once the victim is fenced; records any partition left without a
+        leader while an unfenced ISR member could lead."""
+        nonlocal samples
+        samples += 1
+        view = brokers_view(fc)
+        for p in partitions(fc, "orders"):
+            live = [r for r in p.isr if r in view and not view[r].fenced]
+            if p.leader < 0 and live:
+                leaderless.append(f"partition {p.partition} leaderless, ISR {list(p.isr)} live")
+        return view[victim].fenced
+
+    cut = time.monotonic()
+    fc.net.isolate(name(victim))
+    fc.cluster.wait_until(sample, SESSION_MS / 1000 + 10, f"broker {victim} fenced")
+    fenced_s = time.monotonic() - cut
+    after = partitions(fc, "orders")
+    assert all(p.leader in (102, 103) for p in after), after
+    assert all(victim not in p.isr for p in after), after
+    heal = time.monotonic()
+    fc.net.heal()
+    fc.cluster.wait_until(
+        lambda: not sample() and brokers_view(fc)[victim].state == "ONLINE",
+        30,
+        f"broker {victim} back ONLINE",
+    )
+    unfenced_s = time.monotonic() - heal
+    print(json.dumps({"scenario": "5 broker cut off", "fenced_after_s": round(fenced_s, 2),
+                      "unfenced_after_heal_s": round(unfenced_s, 2), "samples": samples,
+                      "leaderless_with_live_isr": len(leaderless)}))  # fmt: skip
+    assert not leaderless, leaderless[:5]
+    assert SESSION_MS / 1000 - 1 <= fenced_s <= SESSION_MS / 1000 + 5
+
+
+# ---------------------------------------------------------------- scenario 6
+
+
+def acls(count: int, start: int) -> api.CreateAclsRequest:
+    return api.CreateAclsRequest(
+        creations=[
+            api.AclBinding(
+                resource_type=2,
+                resource_name=f"topic-{i:06d}-" + "x" * 60,
+                pattern_type=3,
+                principal=f"User:user-{i:06d}",
+                host="*",
+                operation=3,
+                permission_type=3,
+            )
+            for i in range(start, start + count)
+        ]
+    )
+
+
+def snapshot_bytes(data_dir: Path) -> int:
+    snapshots = data_dir / "__cluster_metadata-0" / "snapshots"
+    newest = max((d for d in snapshots.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
+    return sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
+
+
+def test_6_snapshot_transfer_over_a_bandwidth_limited_link(
+    tmp_path: Path, toxiproxy: Toxiproxy
+) -> None:
+    """A follower away while the leader snapshots and cuts its log catches up by
+    FetchSnapshot over a link limited to 100 KB/s: the transfer completes, the
+    snapshot's checksum is verified on install, and the images agree."""
+    rate_kb_s = 100
+    fc = FaultCluster.create(
+        tmp_path,
+        toxiproxy,
+        extra={
+            "metadata.snapshot.max.new.record.bytes": "65536",
+            "metadata.log.segment.bytes": "65536",
+            "metadata.max.retention.bytes": "0",
+        },
+    )
+    try:
+        fc.cluster.start()
+        leader = fc.leader()
+        follower = next(n for n in fc.ids if n != leader)
+        fc.net.isolate(name(follower))
+        for start in range(0, 3000, 250):
+            reply = fc.cluster.call("admin", "CreateAcls", acls(250, start))
+            assert all(r.error.error_code == 0 for r in reply.results), reply
+        fc.cluster.wait_until(
+            lambda: fc.cluster.describe(leader).log_start_offset > 0, 30, "the leader's log cut"
+        )
+        size = snapshot_bytes(fc.cluster.procs[leader].data_dir)
+        for other in fc.ids:
+            if other != follower:
+                fc.net.throttle(name(follower), name(other), rate_kb_s)
+                fc.net.throttle(name(other), name(follower), rate_kb_s)
+        start_s = time.monotonic()
+        fc.net.remove("timeout")  # the cut ends; the throttle stays
+        proc = fc.cluster.procs[follower]
+        fc.cluster.wait_until(
+            lambda: proc.metrics()["quorum_raft_snapshots_installed_total"] >= 1,
+            120,
+            "the snapshot installed",
+        )
+        took = time.monotonic() - start_s
+        fc.net.heal()
+        views = fc.wait_converged()
+        digests = {
+            n: (v.applied_offset, fc.cluster.describe(n).image_digest) for n, v in views.items()
+        }
+        assert len(set(digests.values())) == 1, digests
+        print(json.dumps({"scenario": "6 snapshot over 100 KB/s", "snapshot_bytes": size,
+                          "transfer_s": round(took, 2),
+                          "floor_s": round(size / (rate_kb_s * 1000), 2)}))  # fmt: skip
+        assert "installed snapshot" in proc.log_text()
+        assert took >= 0.5 * size / (rate_kb_s * 1000), (took, size)
+    finally:
+        fc.stop()
+        for proxy in list(toxiproxy.proxies().values()):
+            proxy.destroy()
