@@ -399,14 +399,12 @@ def test_5_broker_cut_off_is_fenced_its_leaderships_move_and_it_returns(
     fcb: FaultCluster,
 ) -> None:
     fc = fcb
-    fc.cluster.wait_until(
-        lambda: (
-            all(b.state == "ONLINE" for b in brokers_view(fc).values())
-            and len(brokers_view(fc)) == 3
-        ),
-        30,
-        "brokers ONLINE",
-    )
+
+    def all_online() -> bool:
+        view = brokers_view(fc)
+        return len(view) == 3 and all(b.state == "ONLINE" for b in view.values())
+
+    fc.cluster.wait_until(all_online, 30, "brokers ONLINE")
     topic = api.CreatableTopic(
         name="orders", num_partitions=6, replication_factor=3, configs={"min.insync.replicas": "1"}
     )
