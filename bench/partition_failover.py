@@ -126,6 +126,54 @@ class ProxiedQuorum(QuorumSystem):
     def inbound(self, member: int) -> list[tuple[str, str]]:
         return [(f"q{src}", f"q{member}") for src in self.ports if src != member]
 
+    async def client(self) -> Client:
+        return _UnaryQuorumClient(self)
+
+
+class _UnaryQuorumClient:
+    """Unary `QuorumLog.Write` calls, each with its own gRPC deadline, to the
+    members' real addresses; a NOT_LEADER hint is followed by the leader's id
+    (its address in the hint is the answering member's proxy to it). Like the
+    etcd client: one attempt per call, the next member on a failure. (The
+    library client's kept-open calls can hang on a blackholed new connection,
+    see tests/faults/test_client_faults.py.)"""
+
+    def __init__(self, system: ProxiedQuorum) -> None:
+        import grpc
+
+        from quorum.gen import raft_pb2_grpc
+
+        self._cluster_id = system.cluster_id
+        self._ids = sorted(system.ports)
+        self._channels = {
+            n: grpc.aio.insecure_channel(f"127.0.0.1:{p}") for n, p in system.ports.items()
+        }
+        self._stubs = {n: raft_pb2_grpc.QuorumLogStub(c) for n, c in self._channels.items()}
+        self._current = self._ids[0]
+
+    async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
+        import grpc
+
+        from quorum.controller.codec import noop
+        from quorum.gen import raft_pb2
+        from quorum.server.errors import wire_error
+
+        request = raft_pb2.WriteRequest(cluster_id=self._cluster_id, records=[noop(key + value)])
+        while True:
+            try:
+                await self._stubs[self._current].Write(request, timeout=attempt_timeout_s or 10)
+                return
+            except grpc.aio.AioRpcError as err:
+                hinted = wire_error(err).leader_id
+                if hinted in self._stubs and hinted != self._current:
+                    self._current = hinted
+                else:
+                    self._current = self._ids[(self._ids.index(self._current) + 1) % 3]
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+
 
 class ProxiedEtcd(EtcdSystem):
     """EtcdSystem whose members advertise (and dial each other at) a proxy in
