@@ -168,3 +168,45 @@ def test_log_start_limits_what_a_node_is_asked_for() -> None:
     # node 3 restored from a snapshot covering offsets below 2
     logs = [log_of(1, [None, b"a", b"b"]), log_of(3, [b"b"], start=2)]
     assert check_acknowledged(HISTORY, logs) == []
+
+
+def brute_force(history: list[RegisterOp], initial: int) -> bool:
+    """Every order of every subset of the writes in doubt: the definition itself."""
+    import itertools
+
+    ops = [op for op in history if op.kind == "write" or op.ret is not None]
+    done = [op for op in ops if op.ret is not None]
+    doubt = [op for op in ops if op.ret is None]
+    for k in range(len(doubt) + 1):
+        for chosen in itertools.combinations(doubt, k):
+            for order in itertools.permutations(done + list(chosen)):
+                if any(
+                    b.ret is not None and b.ret < a.call
+                    for i, a in enumerate(order)
+                    for b in order[i + 1 :]
+                ):
+                    continue  # b finished before a began, yet comes after it
+                value, legal = initial, True
+                for op in order:
+                    if op.kind == "write":
+                        value = op.value
+                    elif op.value != value:
+                        legal = False
+                        break
+                if legal:
+                    return True
+    return False
+
+
+def test_checker_agrees_with_brute_force_on_small_random_histories() -> None:
+    rng = random.Random(7)
+    for _ in range(600):
+        history = []
+        for i in range(rng.randint(1, 5)):
+            call = rng.uniform(0, 10)
+            ret = call + rng.uniform(0, 4)
+            if rng.random() < 0.5:
+                history.append(w(i, rng.randint(1, 3), call, None if rng.random() < 0.25 else ret))
+            else:
+                history.append(r(i, rng.randint(0, 3), call, ret))
+        assert check_linearizable(history, 0).ok == brute_force(history, 0), history
