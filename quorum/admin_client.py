@@ -96,7 +96,12 @@ class AdminClient:
         tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
         name = error.error.name if error.error else ""
         if name == "NOT_CONTROLLER":
-            hinted = self.addresses.get(error.leader_id or -1, error.leader_address)
+            leader = error.leader_id
+            hinted = (
+                self.addresses.get(leader, error.leader_address)
+                if leader is not None
+                else error.leader_address
+            )
             self._active = hinted if hinted != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
