@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -53,12 +53,17 @@ class AdminClient:
         bootstrap: Sequence[str],
         cluster_id: str = "",
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+        addresses: Mapping[int, str] | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
         self.attempt_timeout_s = attempt_timeout_s
+        # controller id -> the address *this* client dials it at (Kafka's brokers
+        # resolve a hinted leader id through their own controller.quorum.voters;
+        # the hint's address is the one the answering controller dials)
+        self.addresses = dict(addresses or {})
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -103,7 +108,13 @@ class AdminClient:
         tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
         name = error.error.name if error.error else ""
         if name == "NOT_CONTROLLER":
-            self._active = error.leader_address if error.leader_address != address else None
+            leader = error.leader_id
+            hinted = (
+                self.addresses.get(leader, error.leader_address)
+                if leader is not None
+                else error.leader_address
+            )
+            self._active = hinted if hinted != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
             return
