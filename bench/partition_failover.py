@@ -75,7 +75,7 @@ class ProxiedQuorum(QuorumSystem):
         self.net = net
 
     def start(self) -> None:
-        from quorum.server.config import render_properties
+        from quorum.common.config import render_properties
 
         self.cluster_id = _check_output([str(VENV_BIN / "quorumctl"), "storage", "random-uuid"])
         for node, port in self.ports.items():
@@ -153,8 +153,8 @@ class _UnaryQuorumClient:
 
     async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
         import grpc
-        from quorum.server.errors import wire_error
 
+        from quorum.common.wire_errors import wire_error
         from quorum.controller.codec import noop
         from quorum.gen import raft_pb2
 

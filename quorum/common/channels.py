@@ -50,7 +50,7 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
 
     The deadline is a timer that cancels the call, not `asyncio.wait_for`, which
     would wrap every read in a task of its own."""
-    expiry = _Expiry(call)
+    expiry = _Expiry(call, asyncio.current_task())
     timer = asyncio.get_running_loop().call_later(timeout_s, expiry.fire)
     try:
         await call.write(request)
@@ -61,6 +61,8 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
     except asyncio.CancelledError:
         call.cancel()
         if expiry.fired:
+            if expiry.task_cancelled and expiry.task is not None:
+                expiry.task.uncancel()  # our own nudge, not the caller's cancellation
             raise TimeoutError(f"no answer within {timeout_s}s") from None
         raise
     except BaseException:
@@ -68,6 +70,7 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
         raise
     finally:
         timer.cancel()
+        expiry.disarm()
     if response is grpc.aio.EOF:
         call.cancel()
         raise TimeoutError("the call ended without an answer")
@@ -75,17 +78,36 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
 
 
 class _Expiry:
-    """Cancels a call whose answer is overdue, and remembers that it did."""
+    """Cancels a call whose answer is overdue, and remembers that it did.
 
-    __slots__ = ("call", "fired")
+    A call whose channel is still connecting (a handshake into a blackhole) does
+    not wake its pending `write` when cancelled, so if the exchange is still
+    stuck a moment later, the waiting task itself is cancelled too."""
 
-    def __init__(self, call: Any) -> None:
+    __slots__ = ("_nudge", "call", "fired", "task", "task_cancelled")
+
+    NUDGE_S = 0.05
+
+    def __init__(self, call: Any, task: asyncio.Task[Any] | None) -> None:
         self.call = call
         self.fired = False
+        self.task = task
+        self.task_cancelled = False
+        self._nudge: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
         self.fired = True
         self.call.cancel()
+        self._nudge = asyncio.get_running_loop().call_later(self.NUDGE_S, self._unstick)
+
+    def _unstick(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task_cancelled = True
+            self.task.cancel()
+
+    def disarm(self) -> None:
+        if self._nudge is not None:
+            self._nudge.cancel()
 
 
 class ListenerError(Exception):

@@ -36,6 +36,7 @@ STATUS_FOR: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.INVALID_RECORD: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.BROKER_NOT_AVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 
 # The admin API's errors (quorum/controller/api_errors.py): not-found, conflict,

@@ -25,7 +25,7 @@ from quorum.common.channels import exchange, open_channel
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
-from quorum.raft.client_api import ProposalFailed
+from quorum.raft.client_api import ProposalFailed, ProposalOutcomeUnknown
 from quorum.raft.effects import Role
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -496,6 +496,8 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             result = await self._driver.propose(list(request.records))
         except NotLeaderError as err:
             await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalOutcomeUnknown as err:
+            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
         except ProposalFailed:
             await context.abort_with_status(self._not_leader(self._driver.leader_id))
         return pb.WriteResponse(

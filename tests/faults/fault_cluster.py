@@ -20,11 +20,11 @@ from typing import Any
 from checkers import CommittedLog, check_acknowledged, check_linearizable
 from controller_cluster import Cluster, quorumctl
 from netfaults import Network
-from quorum.server.config import read_properties, render_properties
 from toxiproxy import Toxiproxy
 from workload import REGISTER_INITIAL, Workload
 
 from quorum.client import QuorumClient
+from quorum.common.config import read_properties, render_properties
 from quorum.gen import raft_pb2 as pb
 
 

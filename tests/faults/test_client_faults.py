@@ -24,13 +24,6 @@ from quorum.controller.codec import noop
 
 pytestmark = pytest.mark.slow
 
-HANG_BUG = (
-    "product bug: QuorumClient.write (over WriteStream, through channels.exchange) never "
-    "returns, whatever its deadline, when the first connection to an address opens but "
-    "its HTTP/2 handshake is blackholed: the timer's call.cancel() does not wake the "
-    "pending call.write() while the channel is still connecting"
-)
-
 
 @pytest.fixture(scope="module")
 def toxiproxy() -> Iterator[Toxiproxy]:
@@ -89,7 +82,6 @@ def test_write_gives_up_on_a_connection_blackholed_after_it_was_established(
     assert asyncio.run(go()) < 3.0
 
 
-@pytest.mark.xfail(strict=True, reason=HANG_BUG)
 def test_write_gives_up_on_a_connection_blackholed_from_the_start(
     toxiproxy: Toxiproxy, cluster: Cluster
 ) -> None:

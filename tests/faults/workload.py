@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 
 import grpc
 from checkers import FAIL, INFO, OK, Append, RegisterOp
-from quorum.server.channels import open_channel
-from quorum.server.errors import wire_error
 
+from quorum.common.channels import open_channel
+from quorum.common.wire_errors import wire_error
 from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
