@@ -97,10 +97,13 @@ class NodeBase:
     def _adopt_epoch(self, epoch: int, leader_id: int | None, now: int) -> None:
         """Another node proved a higher epoch exists (or named our epoch's leader): join it."""
         trigger = Trigger.HIGHER_EPOCH if epoch > self.epoch else Trigger.LEADER_DISCOVERED
+        # A vote cast in this same epoch stands: dropping it would let this node
+        # vote again in the epoch it already voted in.
+        voted = self.voted_for if epoch == self.epoch else None
         if leader_id is not None and leader_id != self._me:
-            self._transition(trigger, self._follower(epoch, leader_id, None, now), now)
+            self._transition(trigger, self._follower(epoch, leader_id, voted, now), now)
         else:
-            self._transition(trigger, self._unattached(epoch, None, now), now)
+            self._transition(trigger, self._unattached(epoch, voted, now), now)
 
     def _follow(self, epoch: int, leader_id: int, now: int) -> None:
         """A leader announced itself (BeginQuorumEpoch): a vote in its epoch stands."""

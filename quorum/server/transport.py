@@ -241,6 +241,12 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             await context.abort_with_status(foreign_cluster_status(cluster_id, self._cluster_id))
         if problems:
             await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
+        if sender is not None and sender == self._driver.node_id:
+            # Only a forged or misrouted request names this node as its sender; the
+            # core would otherwise follow (or vote for) itself.
+            await self._reject(
+                context, ErrorCode.INVALID_REQUEST, f"the request names this node ({sender})"
+            )
         if sender is not None and sender not in self._driver.config.voters:
             await self._reject(
                 context,
