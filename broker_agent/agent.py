@@ -83,7 +83,7 @@ class BrokerAgent:
         self.cluster_id = cluster_id
         self.cache = cache
         self.trace = trace
-        self.client = client or AdminClient(config.bootstrap, cluster_id)
+        self.client = client or AdminClient(config.bootstrap, cluster_id, tls=config.tls)
         self.incarnation_id = uuid.uuid4().hex
         self.state: State = OFFLINE
         self.stats = AgentStats()

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
@@ -53,12 +54,14 @@ class AdminClient:
         bootstrap: Sequence[str],
         cluster_id: str = "",
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+        tls: TlsSettings | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
         self.attempt_timeout_s = attempt_timeout_s
+        self.tls = tls
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -67,7 +70,7 @@ class AdminClient:
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
-            self._channels[address] = open_channel(address)
+            self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
 
     async def admin(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:

@@ -4,7 +4,8 @@ Operators of Kafka's KRaft controllers already know these keys, so we read the
 same file format with the same names and defaults instead of inventing our own.
 
 The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters``,
-``listeners``, ``controller.listener.names``, ``metadata.log.dir``, and ours,
+``listeners``, ``controller.listener.names``, ``metadata.log.dir``, the TLS keys
+``listener.security.protocol.map`` and ``ssl.*`` (`quorum.common.tls`), and ours,
 ``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
 one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
 ours), from which parsing, the effective configuration and the README's table
@@ -28,6 +29,13 @@ from pathlib import Path
 
 import javaproperties
 
+from quorum.common.tls import SERVER_KEYS as TLS_KEYS
+from quorum.common.tls import (
+    TlsConfigError,
+    TlsSettings,
+    plaintext_properties,
+    tls_from_properties,
+)
 from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.controller.request_limits import RequestLimits, default_of, limits_from
@@ -114,6 +122,7 @@ class ControllerConfig:
     broker_session_timeout_ms: int = 9000
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
+    tls: TlsSettings | None = None
     source: Path | None = None
 
     @property
@@ -144,6 +153,7 @@ class ControllerConfig:
         props["log.level"] = self.log_level
         for prop in LIMIT_PROPERTIES:
             props[prop.key] = str(getattr(self.request_limits, prop.field))
+        props.update(self.tls.properties() if self.tls else plaintext_properties())
         return props
 
 
@@ -207,6 +217,7 @@ _STRUCTURAL_KAFKA_KEYS = (
     "listeners",
     "controller.listener.names",
     "metadata.log.dir",
+    *TLS_KEYS,
 )
 _STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
@@ -311,6 +322,10 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
                     f"listeners {listener.address()} is voter {voter}'s address "
                     "in controller.quorum.voters",
                 )
+    try:
+        tls = tls_from_properties(props, server=True, listener_name=_listener_name(props))
+    except TlsConfigError as err:
+        raise ConfigError(err.key, str(err)) from None
     if metrics is not None and _same_endpoint(metrics, listener):
         raise ConfigError(
             "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
@@ -328,6 +343,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         **ints,
         log_level=level,
         request_limits=limits,
+        tls=tls,
         source=source,
     )
 
@@ -435,6 +451,11 @@ def voters(raw: str) -> dict[int, Endpoint]:
                 )
         found[node_id] = endpoint
     return found
+
+
+def _listener_name(props: Mapping[str, str]) -> str:
+    first = props.get("controller.listener.names", "").split(",")[0].strip().upper()
+    return first or DEFAULT_LISTENER_NAME
 
 
 def _listener(props: Mapping[str, str]) -> Endpoint:

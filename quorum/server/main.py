@@ -110,6 +110,7 @@ class Controller:
                 validate_record=only_noop,
                 add_services=self._add_admin_services,
                 max_request_bytes=config.request_limits.socket_request_max_bytes,
+                tls=config.tls,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
         except BaseException:
@@ -144,11 +145,15 @@ class Controller:
             asyncio.ensure_future(self.controller.fence_expired_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
+        security = "SSL" if self.config.tls else "PLAINTEXT"
+        if self.config.tls:
+            security += f" (ssl.client.auth={self.config.tls.client_auth.value})"
         log.info(
-            "controller %d (%s) of cluster %s listening on %s, metrics %s, voters %s",
+            "controller %d (%s) of cluster %s listening on %s %s, metrics %s, voters %s",
             self.config.node_id,
             role,
             self.cluster_id,
+            security,
             self.config.listener.address(),
             metrics_at,
             ",".join(f"{n}@{e.address()}" for n, e in sorted(self.config.voters.items())),

@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from quorum.common.channels import MAX_MESSAGE_BYTES, new_server
 from quorum.common.channels import listen as listen_on
+from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
@@ -47,6 +48,7 @@ class QuorumNode:
         validate_record: Callable[[bytes], str | None] | None = None,
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
         max_request_bytes: int = MAX_MESSAGE_BYTES,
+        tls: TlsSettings | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -57,6 +59,7 @@ class QuorumNode:
             request_timeout_ms,
             majority,
             reconnect_backoff_max_ms=config.election_timeout_ms,
+            tls=tls,
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.server = new_server(max_request_bytes)
@@ -77,7 +80,7 @@ class QuorumNode:
             (*SERVICES, *extra, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         self.driver.on_role_change.append(self._update_health)
-        self.port = listen_on(self.server, listen)
+        self.port = listen_on(self.server, listen, tls)
         self._health_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:

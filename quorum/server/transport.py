@@ -22,6 +22,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -76,11 +77,12 @@ class GrpcTransport:
         request_timeout_ms: int = int(CALL_TIMEOUT_S * 1000),
         majority: int = 2,
         reconnect_backoff_max_ms: int = 1000,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._cluster_id = cluster_id
         # A peer that comes back is retried within an election timeout.
         self._channels = {
-            peer: open_channel(addr, reconnect_backoff_max_ms) for peer, addr in peers.items()
+            peer: open_channel(addr, reconnect_backoff_max_ms, tls) for peer, addr in peers.items()
         }
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
         self._call_timeout_s = request_timeout_ms / 1000
