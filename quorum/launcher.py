@@ -16,8 +16,11 @@ resumes from the same data.
 mTLS: on first use it makes a local CA with the `cryptography` package and one
 certificate per controller, broker and the operator (`data/tls/certs/`), writes
 `listener.security.protocol.map=CONTROLLER:SSL`, the `ssl.*` keys and
-`ssl.client.auth=required` into every properties file, and prints the
-`QUORUMCTL_SSL_*` variables that let `quorumctl` in.
+`ssl.client.auth=required` into every properties file, turns on Kafka's
+StandardAuthorizer with the controllers and the operator as `super.users`, gives
+each broker a CLUSTER_ACTION ACL before it starts (a broker's certificate can
+fetch metadata, not call admin APIs), and prints the `QUORUMCTL_SSL_*`
+variables that let `quorumctl` in as `User:CN=admin`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ from quorum.client import QuorumClient, QuorumUnavailableError
 from quorum.common.config import load_config, render_properties
 from quorum.common.local_ca import IssuedFiles, LocalCa
 from quorum.common.tls import TlsSettings
+from quorum.controller.authorizer import (
+    CLUSTER_NAME,
+    STANDARD_AUTHORIZER,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 
@@ -81,7 +92,27 @@ def tls_properties(files: IssuedFiles, listener: bool) -> dict[str, str]:
     }
     if listener:
         props["ssl.client.auth"] = "required"
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER
+        props["super.users"] = ";".join(
+            [f"User:CN=controller-{n}" for n in CONTROLLER_IDS] + [f"User:CN={OPERATOR}"]
+        )
     return props
+
+
+async def allow_brokers(admin: AdminClient) -> None:
+    """A CLUSTER_ACTION ACL per broker principal (creating one twice changes nothing)."""
+    bindings = [
+        api.AclBinding(
+            resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+            pattern_type=PatternType.LITERAL, principal=f"User:CN=broker-{b}", host="*",
+            operation=Operation.CLUSTER_ACTION, permission_type=Permission.ALLOW,
+        )
+        for b in BROKER_IDS
+    ]  # fmt: skip
+    reply = await admin.admin("CreateAcls", api.CreateAclsRequest(creations=bindings))
+    failed = [r.error.message for r in reply.results if r.error.error_code]
+    if failed:
+        raise SystemExit(f"cannot give the brokers their ACLs: {failed}")
 
 
 def make_certificates(data_dir: Path) -> dict[str, IssuedFiles]:
@@ -269,6 +300,8 @@ async def supervise(data_dir: Path, tls: bool = False) -> int:
         reply = await _wait_for_leader(client, stop)
         if reply is None:
             return 0 if stop.is_set() else 1
+        if certs is not None:
+            await allow_brokers(admin)
         print(f"starting brokers {list(BROKER_IDS)}", flush=True)
         for broker in brokers:
             start(broker)

@@ -36,6 +36,12 @@ from quorum.common.tls import (
     plaintext_properties,
     tls_from_properties,
 )
+from quorum.controller.authorizer import (
+    NO_AUTHORIZER,
+    STANDARD_AUTHORIZER,
+    AuthorizerConfig,
+    parse_super_users,
+)
 from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.controller.request_limits import RequestLimits, default_of, limits_from
@@ -123,6 +129,7 @@ class ControllerConfig:
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
     tls: TlsSettings | None = None
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
     source: Path | None = None
 
     @property
@@ -154,6 +161,10 @@ class ControllerConfig:
         for prop in LIMIT_PROPERTIES:
             props[prop.key] = str(getattr(self.request_limits, prop.field))
         props.update(self.tls.properties() if self.tls else plaintext_properties())
+        auth = self.authorizer
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER if auth.enabled else ""
+        props["super.users"] = ";".join(sorted(auth.super_users))
+        props["allow.everyone.if.no.acl.found"] = str(auth.allow_everyone_if_no_acl_found).lower()
         return props
 
 
@@ -209,6 +220,8 @@ INT_KEYS: tuple[IntKey, ...] = (
            doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
 )  # fmt: skip
 
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
+
 # The keys parsed by hand (structure rather than one number each).
 _STRUCTURAL_KAFKA_KEYS = (
     "node.id",
@@ -218,6 +231,7 @@ _STRUCTURAL_KAFKA_KEYS = (
     "controller.listener.names",
     "metadata.log.dir",
     *TLS_KEYS,
+    *AUTHORIZER_KEYS,
 )
 _STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
@@ -326,6 +340,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         tls = tls_from_properties(props, server=True, listener_name=_listener_name(props))
     except TlsConfigError as err:
         raise ConfigError(err.key, str(err)) from None
+    authorizer = _authorizer(props)
     if metrics is not None and _same_endpoint(metrics, listener):
         raise ConfigError(
             "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
@@ -344,6 +359,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         log_level=level,
         request_limits=limits,
         tls=tls,
+        authorizer=authorizer,
         source=source,
     )
 
@@ -451,6 +467,37 @@ def voters(raw: str) -> dict[int, Endpoint]:
                 )
         found[node_id] = endpoint
     return found
+
+
+def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig:
+    """Kafka's authorizer keys. Only the StandardAuthorizer exists here; naming
+    another class is refused rather than silently running without one."""
+    name = props.get("authorizer.class.name", "")
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(
+            "authorizer.class.name",
+            f"authorizer.class.name must be {STANDARD_AUTHORIZER} or empty, got {name!r}",
+        )
+    raw_allow = props.get("allow.everyone.if.no.acl.found", "") or "false"
+    if raw_allow.lower() not in ("true", "false"):
+        raise ConfigError(
+            "allow.everyone.if.no.acl.found",
+            f"allow.everyone.if.no.acl.found must be true or false, got {raw_allow!r}",
+        )
+    super_users = parse_super_users(props.get("super.users", ""))
+    for user in super_users:
+        kind, sep, who = user.partition(":")
+        if not sep or not kind or not who:
+            raise ConfigError(
+                "super.users",
+                f"super.users entry {user!r} is not Type:name (e.g. User:CN=controller-1; "
+                "entries are separated by ';')",
+            )
+    return AuthorizerConfig(
+        enabled=bool(name),
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=raw_allow.lower() == "true",
+    )
 
 
 def _listener_name(props: Mapping[str, str]) -> str:

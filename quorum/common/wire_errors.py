@@ -62,6 +62,11 @@ _API_STATUS: dict[grpc.StatusCode, tuple[ApiError, ...]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: (ApiError.REQUEST_TIMED_OUT,),
     grpc.StatusCode.OUT_OF_RANGE: (ApiError.OFFSET_OUT_OF_RANGE, ApiError.POSITION_OUT_OF_RANGE),
     grpc.StatusCode.UNAVAILABLE: (ApiError.BROKER_NOT_AVAILABLE,),
+    grpc.StatusCode.PERMISSION_DENIED: (
+        ApiError.TOPIC_AUTHORIZATION_FAILED,
+        ApiError.CLUSTER_AUTHORIZATION_FAILED,
+    ),
+    grpc.StatusCode.RESOURCE_EXHAUSTED: (ApiError.THROTTLING_QUOTA_EXCEEDED,),
 }
 API_STATUS_FOR: dict[ApiError, grpc.StatusCode] = {
     error: status for status, errors in _API_STATUS.items() for error in errors

@@ -23,6 +23,7 @@ from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
+from quorum.server.access import AccessControl
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
@@ -49,6 +50,7 @@ class QuorumNode:
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
         max_request_bytes: int = MAX_MESSAGE_BYTES,
         tls: TlsSettings | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -66,12 +68,13 @@ class QuorumNode:
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(
-                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen
+                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen, access
             ),
             self.server,
         )
         pb_grpc.add_QuorumLogServicer_to_server(
-            QuorumLogServicer(self.driver, cluster_id, addresses, validate_record), self.server
+            QuorumLogServicer(self.driver, cluster_id, addresses, validate_record, access),
+            self.server,
         )
         extra = add_services(self.server, self.driver) if add_services else []
         self.health = health.aio.HealthServicer()

@@ -38,6 +38,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
+from quorum.server.access import AccessControl, open_access
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
@@ -220,8 +221,10 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         fetch_max_wait_ms: int,
         addresses: Mapping[int, str],
         node_address: str,
+        access: AccessControl | None = None,
     ) -> None:
         self._driver = driver
+        self._access = access or open_access()
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
         self._addresses = dict(addresses)
@@ -236,11 +239,19 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         await context.abort_with_status(rich_status(error, message, self._hint()))
 
     async def _check(
-        self, context: Any, cluster_id: str, problems: list[str], sender: int | None = None
+        self,
+        context: Any,
+        cluster_id: str,
+        problems: list[str],
+        sender: int | None = None,
+        request: Any = None,
     ) -> None:
-        """Reject (changing nothing) a foreign, malformed or unknown-sender request."""
+        """Reject (changing nothing) a foreign, unauthorized, malformed or
+        unknown-sender request."""
         if cluster_id != self._cluster_id:
             await context.abort_with_status(foreign_cluster_status(cluster_id, self._cluster_id))
+        if request is not None:
+            await self._access.check(context, request)
         if problems:
             await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
         if sender is not None and sender not in self._driver.config.voters:
@@ -275,7 +286,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             },
             {"candidate_id": request.candidate_id, "last_offset": request.last_offset},
         )
-        await self._check(context, request.cluster_id, problems, request.candidate_id)
+        await self._check(context, request.cluster_id, problems, request.candidate_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -285,7 +296,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems = request_problems(
             {"leader_epoch": request.leader_epoch}, {"leader_id": request.leader_id}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -298,7 +309,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems += negative_problems(
             **{f"preferred_successors[{i}]": s for i, s in enumerate(request.preferred_successors)}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -320,7 +331,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 "known_high_watermark": request.known_high_watermark,
             },
         )
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         msg = from_proto(request)
         return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
 
@@ -337,7 +348,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         )
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         driver = self._driver
         if request.epoch < driver.epoch:
             await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")
@@ -367,7 +378,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     ) -> pb.DescribeQuorumResponse:
         # Operators' tools, like Kafka's clients, need not know the cluster id: an
         # empty one is not checked, a wrong one is refused.
-        await self._check(context, request.cluster_id or self._cluster_id, [])
+        await self._check(context, request.cluster_id or self._cluster_id, [], request=request)
         return describe_quorum(self._driver, self._addresses, request.include_image_digest)
 
 
@@ -446,11 +457,13 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         cluster_id: str,
         addresses: Mapping[int, str],
         validate_record: Callable[[bytes], str | None] | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._addresses = dict(addresses)
         self._validate_record = validate_record
+        self._access = access or open_access()
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
         hint = leader_hint(self._driver, self._addresses, leader_id)
@@ -479,6 +492,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             await context.abort_with_status(
                 foreign_cluster_status(request.cluster_id, self._cluster_id)
             )
+        await self._access.check(context, request)
         if not request.records:
             await context.abort_with_status(
                 rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")

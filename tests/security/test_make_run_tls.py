@@ -62,6 +62,14 @@ def test_make_run_over_mtls_and_quorumctl_with_the_generated_certificate(
         config = (tmp_path / "config" / "controller-1.properties").read_text()
         assert "ssl.client.auth=required" in config
         assert "listener.security.protocol.map=CONTROLLER:SSL" in config
+        assert "super.users=User:CN=controller-1;" in config
+        acls = quorumctl("acls", "list", environment=env)
+        assert acls.returncode == 0 and "User:CN=broker-101" in acls.stdout, acls.stderr
+        # Without the operator's certificate: refused at the handshake.
+        dropped = ("QUORUMCTL_SSL_CERTIFICATE_LOCATION", "QUORUMCTL_SSL_KEY_LOCATION")
+        plain = {k: v for k, v in env.items() if k not in dropped}
+        refused = quorumctl("quorum", "describe", "--status", environment=plain)
+        assert refused.returncode == 1
     finally:
         proc.send_signal(signal.SIGINT)
         try:

@@ -144,7 +144,7 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "metadata.snapshot.retain.count",
         "log.level",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 22 + len(LIMIT_PROPERTIES) + 5  # TLS
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 30 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:
