@@ -27,6 +27,7 @@ from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
 
 ROUND_PAUSE_S = 0.05
+MAX_THROTTLE_WAIT_MS = 5_000
 ATTEMPT_TIMEOUT_S = 10.0
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
@@ -109,6 +110,10 @@ class AdminClient:
             self._active = error.leader_address if error.leader_address != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
+            return
+        if name == "THROTTLING_QUOTA_EXCEEDED":  # as Kafka's clients: wait, then retry
+            wait_ms = int(error.metadata.get("throttle_time_ms") or 100)
+            await asyncio.sleep(min(wait_ms, MAX_THROTTLE_WAIT_MS) / 1000)
             return
         if error.error is None and err.code() in _MOVE_ON:
             self._active = None

@@ -126,6 +126,8 @@ class ControllerConfig:
     snapshot_max_interval_ms: int
     snapshot_retain_count: int
     broker_session_timeout_ms: int = 9000
+    admin_rate_per_client: int = 0
+    admin_burst_per_client: int = 0
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
     tls: TlsSettings | None = None
@@ -218,6 +220,10 @@ INT_KEYS: tuple[IntKey, ...] = (
            doc="snapshots kept on disk, newest first", kafka=False),
     IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
            doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
+    IntKey("admin.request.rate.per.client", "admin_rate_per_client", 0, 0, kafka=False,
+           doc="admin calls a second per client (principal, else host); 0: unlimited"),
+    IntKey("admin.request.burst.per.client", "admin_burst_per_client", 0, 0, kafka=False,
+           doc="admin calls a client may make at once; 0: one second's worth"),
 )  # fmt: skip
 
 AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")

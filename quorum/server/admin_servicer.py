@@ -83,6 +83,7 @@ class ControllerCalls:
         turn its refusal into a status; nothing changes on a refusal. Listings
         leave out the topics the caller may not describe."""
         await self.check(context, request.cluster_id)
+        await self.access.throttle(context, request)
         if self.access.enabled and type(request).__name__ not in _SERVED_BY_ANY_CONTROLLER:
             leader_id = self.controller.leader.leader_id
             if leader_id != self.controller.raft.node_id:
@@ -230,5 +231,6 @@ class AdminServicer(api_grpc.AdminServicer):
 
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Any) -> Any:
         await self._calls.check(context, request.cluster_id)
+        await self._calls.access.throttle(context, request, admin=True)
         await self._calls.access.check(context, request)
         return self._describe_quorum(request.include_image_digest)

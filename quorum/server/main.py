@@ -34,6 +34,7 @@ from quorum.common.meta_properties import StorageFormatError, check_directory
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.rate_limit import RateLimiter
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
@@ -86,6 +87,7 @@ class Controller:
                 config.authorizer,
                 lambda: image.acls.values(),
                 lambda topic_id: t.name if (t := image.topics_by_id.get(topic_id)) else None,
+                RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
             )
             self.replicated = ReplicatedState(
                 self.image,
