@@ -38,7 +38,7 @@ $(HELM): tools/install_helm.sh
 
 run: setup
 	@mkdir -p data
-	$(PY) -m quorum.launcher --data-dir data
+	$(PY) -m quorum.launcher $(if $(TLS),--tls --data-dir data/tls,--data-dir data)
 
 sim: setup
 	@mkdir -p data

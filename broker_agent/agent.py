@@ -84,7 +84,10 @@ class BrokerAgent:
         self.cache = cache
         self.trace = trace
         self.client = client or AdminClient(
-            config.bootstrap, cluster_id, {n: e.address() for n, e in config.controllers.items()}
+            config.bootstrap,
+            cluster_id,
+            addresses={n: e.address() for n, e in config.controllers.items()},
+            tls=config.tls,
         )
         self.incarnation_id = uuid.uuid4().hex
         self.state: State = OFFLINE

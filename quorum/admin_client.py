@@ -20,12 +20,14 @@ from typing import Any
 import grpc
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
 
 ROUND_PAUSE_S = 0.05
+MAX_THROTTLE_WAIT_MS = 5_000
 ATTEMPT_TIMEOUT_S = 10.0
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
@@ -54,6 +56,7 @@ class AdminClient:
         cluster_id: str = "",
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
         addresses: Mapping[int, str] | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
@@ -64,6 +67,7 @@ class AdminClient:
         # resolve a hinted leader id through their own controller.quorum.voters;
         # the hint's address is the one the answering controller dials)
         self.addresses = dict(addresses or {})
+        self.tls = tls
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -72,7 +76,7 @@ class AdminClient:
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
-            self._channels[address] = open_channel(address)
+            self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
 
     async def admin(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
@@ -117,6 +121,10 @@ class AdminClient:
             self._active = hinted if hinted != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
+            return
+        if name == "THROTTLING_QUOTA_EXCEEDED":  # as Kafka's clients: wait, then retry
+            wait_ms = int(error.metadata.get("throttle_time_ms") or 100)
+            await asyncio.sleep(min(wait_ms, MAX_THROTTLE_WAIT_MS) / 1000)
             return
         if error.error is None and err.code() in _MOVE_ON:
             self._active = None

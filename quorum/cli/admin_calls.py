@@ -15,15 +15,17 @@ from typing import Any
 import click
 
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
-from quorum.cli.bootstrap import RequestFailed
+from quorum.cli.bootstrap import RequestFailed, cli_tls
 from quorum.gen import admin_pb2 as api
 
 
 def call_admin(
     addresses: list[str], cluster_id: str, method: str, request: Any, deadline_s: float = 15.0
 ) -> Any:
+    tls = cli_tls()
+
     async def go() -> Any:
-        client = AdminClient(addresses, cluster_id)
+        client = AdminClient(addresses, cluster_id, tls=tls)
         try:
             return await client.admin(method, request, deadline_s=deadline_s)
         finally:

@@ -15,12 +15,14 @@ import click
 
 from quorum.cli.bootstrap import (
     RequestFailed,
+    cli_tls,
     connection_options,
     parse_bootstrap,
     render_json,
     render_table,
 )
 from quorum.client import QuorumClient, QuorumClientError, QuorumUnavailableError
+from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
 
 
@@ -50,7 +52,7 @@ def describe(
       quorumctl quorum describe --replication --bootstrap-controller 127.0.0.1:9093
     """
     addresses = parse_bootstrap(bootstrap)
-    reply = asyncio.run(_describe(addresses, cluster_id))
+    reply = asyncio.run(_describe(addresses, cluster_id, cli_tls()))
     now_ms = int(time.time() * 1000)
     rows = replication_rows(reply, now_ms)
     if view == "status":
@@ -69,8 +71,10 @@ def describe(
     click.echo(render_table(headers, table))
 
 
-async def _describe(addresses: list[str], cluster_id: str) -> pb.DescribeQuorumResponse:
-    client = QuorumClient(addresses, cluster_id)
+async def _describe(
+    addresses: list[str], cluster_id: str, tls: TlsSettings | None
+) -> pb.DescribeQuorumResponse:
+    client = QuorumClient(addresses, cluster_id, tls=tls)
     try:
         return await client.describe_quorum(timeout_s=2)
     except QuorumClientError as err:

@@ -4,7 +4,8 @@ Operators of Kafka's KRaft controllers already know these keys, so we read the
 same file format with the same names and defaults instead of inventing our own.
 
 The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters``,
-``listeners``, ``controller.listener.names``, ``metadata.log.dir``, and ours,
+``listeners``, ``controller.listener.names``, ``metadata.log.dir``, the TLS keys
+``listener.security.protocol.map`` and ``ssl.*`` (`quorum.common.tls`), and ours,
 ``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
 one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
 ours), from which parsing, the effective configuration and the README's table
@@ -28,6 +29,19 @@ from pathlib import Path
 
 import javaproperties
 
+from quorum.common.tls import SERVER_KEYS as TLS_KEYS
+from quorum.common.tls import (
+    TlsConfigError,
+    TlsSettings,
+    plaintext_properties,
+    tls_from_properties,
+)
+from quorum.controller.authorizer import (
+    NO_AUTHORIZER,
+    STANDARD_AUTHORIZER,
+    AuthorizerConfig,
+    parse_super_users,
+)
 from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.controller.request_limits import RequestLimits, default_of, limits_from
@@ -112,8 +126,12 @@ class ControllerConfig:
     snapshot_max_interval_ms: int
     snapshot_retain_count: int
     broker_session_timeout_ms: int = 9000
+    admin_rate_per_client: int = 0
+    admin_burst_per_client: int = 0
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
+    tls: TlsSettings | None = None
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
     source: Path | None = None
 
     @property
@@ -144,6 +162,11 @@ class ControllerConfig:
         props["log.level"] = self.log_level
         for prop in LIMIT_PROPERTIES:
             props[prop.key] = str(getattr(self.request_limits, prop.field))
+        props.update(self.tls.properties() if self.tls else plaintext_properties())
+        auth = self.authorizer
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER if auth.enabled else ""
+        props["super.users"] = ";".join(sorted(auth.super_users))
+        props["allow.everyone.if.no.acl.found"] = str(auth.allow_everyone_if_no_acl_found).lower()
         return props
 
 
@@ -197,7 +220,13 @@ INT_KEYS: tuple[IntKey, ...] = (
            doc="snapshots kept on disk, newest first", kafka=False),
     IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
            doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
+    IntKey("admin.request.rate.per.client", "admin_rate_per_client", 0, 0, kafka=False,
+           doc="admin calls a second per client (principal, else host); 0: unlimited"),
+    IntKey("admin.request.burst.per.client", "admin_burst_per_client", 0, 0, kafka=False,
+           doc="admin calls a client may make at once; 0: one second's worth"),
 )  # fmt: skip
+
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 
 # The keys parsed by hand (structure rather than one number each).
 _STRUCTURAL_KAFKA_KEYS = (
@@ -207,6 +236,8 @@ _STRUCTURAL_KAFKA_KEYS = (
     "listeners",
     "controller.listener.names",
     "metadata.log.dir",
+    *TLS_KEYS,
+    *AUTHORIZER_KEYS,
 )
 _STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
@@ -311,6 +342,11 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
                     f"listeners {listener.address()} is voter {voter}'s address "
                     "in controller.quorum.voters",
                 )
+    try:
+        tls = tls_from_properties(props, server=True, listener_name=_listener_name(props))
+    except TlsConfigError as err:
+        raise ConfigError(err.key, str(err)) from None
+    authorizer = _authorizer(props)
     if metrics is not None and _same_endpoint(metrics, listener):
         raise ConfigError(
             "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
@@ -328,6 +364,8 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         **ints,
         log_level=level,
         request_limits=limits,
+        tls=tls,
+        authorizer=authorizer,
         source=source,
     )
 
@@ -435,6 +473,42 @@ def voters(raw: str) -> dict[int, Endpoint]:
                 )
         found[node_id] = endpoint
     return found
+
+
+def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig:
+    """Kafka's authorizer keys. Only the StandardAuthorizer exists here; naming
+    another class is refused rather than silently running without one."""
+    name = props.get("authorizer.class.name", "")
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(
+            "authorizer.class.name",
+            f"authorizer.class.name must be {STANDARD_AUTHORIZER} or empty, got {name!r}",
+        )
+    raw_allow = props.get("allow.everyone.if.no.acl.found", "") or "false"
+    if raw_allow.lower() not in ("true", "false"):
+        raise ConfigError(
+            "allow.everyone.if.no.acl.found",
+            f"allow.everyone.if.no.acl.found must be true or false, got {raw_allow!r}",
+        )
+    super_users = parse_super_users(props.get("super.users", ""))
+    for user in super_users:
+        kind, sep, who = user.partition(":")
+        if not sep or not kind or not who:
+            raise ConfigError(
+                "super.users",
+                f"super.users entry {user!r} is not Type:name (e.g. User:CN=controller-1; "
+                "entries are separated by ';')",
+            )
+    return AuthorizerConfig(
+        enabled=bool(name),
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=raw_allow.lower() == "true",
+    )
+
+
+def _listener_name(props: Mapping[str, str]) -> str:
+    first = props.get("controller.listener.names", "").split(",")[0].strip().upper()
+    return first or DEFAULT_LISTENER_NAME
 
 
 def _listener(props: Mapping[str, str]) -> Endpoint:

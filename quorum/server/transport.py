@@ -22,6 +22,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -37,6 +38,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
+from quorum.server.access import AccessControl, open_access
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
@@ -76,11 +78,12 @@ class GrpcTransport:
         request_timeout_ms: int = int(CALL_TIMEOUT_S * 1000),
         majority: int = 2,
         reconnect_backoff_max_ms: int = 1000,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._cluster_id = cluster_id
         # A peer that comes back is retried within an election timeout.
         self._channels = {
-            peer: open_channel(addr, reconnect_backoff_max_ms) for peer, addr in peers.items()
+            peer: open_channel(addr, reconnect_backoff_max_ms, tls) for peer, addr in peers.items()
         }
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
         self._call_timeout_s = request_timeout_ms / 1000
@@ -218,8 +221,10 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         fetch_max_wait_ms: int,
         addresses: Mapping[int, str],
         node_address: str,
+        access: AccessControl | None = None,
     ) -> None:
         self._driver = driver
+        self._access = access or open_access()
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
         self._addresses = dict(addresses)
@@ -234,11 +239,19 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         await context.abort_with_status(rich_status(error, message, self._hint()))
 
     async def _check(
-        self, context: Any, cluster_id: str, problems: list[str], sender: int | None = None
+        self,
+        context: Any,
+        cluster_id: str,
+        problems: list[str],
+        sender: int | None = None,
+        request: Any = None,
     ) -> None:
-        """Reject (changing nothing) a foreign, malformed or unknown-sender request."""
+        """Reject (changing nothing) a foreign, unauthorized, malformed or
+        unknown-sender request."""
         if cluster_id != self._cluster_id:
             await context.abort_with_status(foreign_cluster_status(cluster_id, self._cluster_id))
+        if request is not None:
+            await self._access.check(context, request)
         if problems:
             await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
         if sender is not None and sender == self._driver.node_id:
@@ -279,7 +292,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             },
             {"candidate_id": request.candidate_id, "last_offset": request.last_offset},
         )
-        await self._check(context, request.cluster_id, problems, request.candidate_id)
+        await self._check(context, request.cluster_id, problems, request.candidate_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -289,7 +302,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems = request_problems(
             {"leader_epoch": request.leader_epoch}, {"leader_id": request.leader_id}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -302,7 +315,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems += negative_problems(
             **{f"preferred_successors[{i}]": s for i, s in enumerate(request.preferred_successors)}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -324,7 +337,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 "known_high_watermark": request.known_high_watermark,
             },
         )
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         msg = from_proto(request)
         return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
 
@@ -341,7 +354,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         )
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         driver = self._driver
         if request.epoch < driver.epoch:
             await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")
@@ -371,7 +384,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     ) -> pb.DescribeQuorumResponse:
         # Operators' tools, like Kafka's clients, need not know the cluster id: an
         # empty one is not checked, a wrong one is refused.
-        await self._check(context, request.cluster_id or self._cluster_id, [])
+        await self._check(context, request.cluster_id or self._cluster_id, [], request=request)
         return describe_quorum(self._driver, self._addresses, request.include_image_digest)
 
 
@@ -450,11 +463,13 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         cluster_id: str,
         addresses: Mapping[int, str],
         validate_record: Callable[[bytes], str | None] | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._addresses = dict(addresses)
         self._validate_record = validate_record
+        self._access = access or open_access()
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
         hint = leader_hint(self._driver, self._addresses, leader_id)
@@ -483,6 +498,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             await context.abort_with_status(
                 foreign_cluster_status(request.cluster_id, self._cluster_id)
             )
+        await self._access.check(context, request)
         if not request.records:
             await context.abort_with_status(
                 rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
