@@ -18,6 +18,7 @@ import grpc
 
 from quorum.common.wire_errors import foreign_cluster_status, rich_status
 from quorum.controller import cluster_ops, partition_ops, topic_ops
+from quorum.controller.acl_actions import filters_topics
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
 from quorum.controller.write_queue import NotController
@@ -94,7 +95,7 @@ class ControllerCalls:
             result = action()
             if inspect.isawaitable(result):
                 result = await result
-            if self.access.enabled and hasattr(result, "topics"):
+            if self.access.enabled and filters_topics(request):
                 _leave_out_hidden(self.access, context, request, result)
             return result  # type: ignore[no-any-return]
         except ControllerError as err:

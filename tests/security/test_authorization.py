@@ -205,3 +205,17 @@ def test_deny_beats_allow_and_prefixed_acls_match_as_kafkas(cluster: Cluster, ca
     # Listings leave out what bob may not describe.
     listed = call_as(cluster, bob, "ListTopics", api.ListTopicsRequest())
     assert {t.name for t in listed.topics} == {"team-a"}
+
+
+def test_a_broker_without_a_cluster_action_acl_is_refused_and_exits(
+    cluster: Cluster, ca: LocalCa
+) -> None:
+    before = state(cluster)
+    add_mtls_brokers(cluster, ca, 102)
+    cluster.start_brokers(102)
+    popen = cluster.brokers[102].popen
+    assert popen is not None
+    assert popen.wait(30) == 3  # broker-agent's EXIT_REFUSED
+    log = cluster.brokers[102].log_text()
+    assert "CLUSTER_AUTHORIZATION_FAILED" in log and "User:CN=broker-102" in log
+    assert state(cluster) == before
