@@ -28,7 +28,7 @@ RUN pip install "grpcio-tools>=1.60" \
  && python -m grpc_tools.protoc -Iquorum/gen=proto --python_out=. --grpc_python_out=. \
       --pyi_out=. proto/*.proto \
  && touch quorum/gen/__init__.py \
- && pip install . \
+ && pip install '.[analytics]' \
  && quorumctl --help >/dev/null \
  && quorum-controller --help >/dev/null \
  && broker-agent --help >/dev/null

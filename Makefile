@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	  echo "installing python3-venv with apt"; \
 	  apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,bench,faults]'
+	$(PY) -m pip install -q -e '.[dev,bench,faults,analytics]'
 	@touch $@
 
 $(GEN_STAMP): $(PROTOS) $(STAMP)
@@ -38,7 +38,7 @@ $(HELM): tools/install_helm.sh
 
 run: setup
 	@mkdir -p data
-	$(PY) -m quorum.launcher --data-dir data
+	$(PY) -m quorum.launcher $(if $(TLS),--tls --data-dir data/tls,--data-dir data)
 
 sim: setup
 	@mkdir -p data

@@ -132,6 +132,7 @@ class QuorumSystem(_ProcessSystem):
         self.members = Members(root, "controller")
         self.ports = {i: free_port() for i in (1, 2, 3)}
         self.cluster_id = ""
+        self.client_tls: Any = None  # TlsSettings when the members require mTLS
 
     def start(self) -> None:
         from quorum.common.config import render_properties
@@ -166,7 +167,7 @@ class QuorumSystem(_ProcessSystem):
         from quorum.client import QuorumClient
 
         async def ask() -> int:
-            client = QuorumClient(self.addresses(), self.cluster_id)
+            client = QuorumClient(self.addresses(), self.cluster_id, tls=self.client_tls)
             try:
                 reply = await client.describe_quorum(timeout_s=0.5)
                 return int(reply.leader_id) if reply.high_watermark > 0 else -1
@@ -178,7 +179,37 @@ class QuorumSystem(_ProcessSystem):
     async def client(self) -> Client:
         from quorum.client import QuorumClient
 
-        return _QuorumClient(QuorumClient(self.addresses(), self.cluster_id))
+        return _QuorumClient(QuorumClient(self.addresses(), self.cluster_id, tls=self.client_tls))
+
+
+class QuorumMtlsSystem(QuorumSystem):
+    """The same quorum with every listener requiring mTLS (one certificate from a
+    throw-away CA for the members, another for the client): the cost of TLS."""
+
+    name = "quorum-mtls"
+
+    def __init__(self, root: Path) -> None:
+        from quorum.common.local_ca import LocalCa
+        from quorum.common.tls import TlsSettings
+
+        ca = LocalCa("bench CA")
+        member = ca.write(root / "certs", "controller")
+        client = ca.write(root / "certs", "bench-client")
+        super().__init__(
+            root,
+            {
+                "listener.security.protocol.map": "CONTROLLER:SSL",
+                "ssl.certificate.location": str(member.certificate),
+                "ssl.key.location": str(member.key),
+                "ssl.ca.location": str(member.ca),
+                "ssl.client.auth": "required",
+            },
+        )
+        self.client_tls = TlsSettings(
+            certificate_chain=client.certificate.read_bytes(),
+            private_key=client.key.read_bytes(),
+            ca=client.ca.read_bytes(),
+        )
 
 
 class _QuorumClient:
@@ -497,6 +528,7 @@ def _check_output(command: list[str]) -> str:
 SYSTEMS: dict[str, Callable[[Path], System]] = {
     "floor": FloorSystem,
     "quorum": QuorumSystem,
+    "quorum-mtls": QuorumMtlsSystem,
     "etcd": EtcdSystem,
     "zookeeper": ZooKeeperSystem,
 }

@@ -88,7 +88,12 @@ class BrokerAgent:
         self.cluster_id = cluster_id
         self.cache = cache
         self.trace = trace
-        self.client = client or AdminClient(config.bootstrap, cluster_id)
+        self.client = client or AdminClient(
+            config.bootstrap,
+            cluster_id,
+            addresses={n: e.address() for n, e in config.controllers.items()},
+            tls=config.tls,
+        )
         self.incarnation_id = uuid.uuid4().hex
         self.state: State = OFFLINE
         self.stats = AgentStats()

@@ -28,6 +28,12 @@ Ours:
 ``log.level``                                  INFO
 =============================================  =========================================
 
+TLS to the controllers (`quorum.common.tls`), Kafka's keys: the protocol of the
+``CONTROLLER`` listener in ``listener.security.protocol.map`` (e.g.
+``PLAINTEXT:PLAINTEXT,CONTROLLER:SSL``), ``ssl.ca.location`` (required with SSL),
+and ``ssl.certificate.location`` / ``ssl.key.location`` for mTLS: the broker's
+principal is its certificate's subject, e.g. ``User:CN=broker-101``.
+
 A broker agent's file is told apart from a controller observer's (also
 ``process.roles=broker``) by its listener: a broker listens on a non-CONTROLLER one.
 """
@@ -52,6 +58,8 @@ from quorum.common.config import (
     url,
     voters,
 )
+from quorum.common.tls import CLIENT_KEYS as TLS_KEYS
+from quorum.common.tls import TlsConfigError, TlsSettings, tls_from_properties
 
 KEYS: tuple[str, ...] = (
     "node.id",
@@ -68,6 +76,7 @@ KEYS: tuple[str, ...] = (
     "controlled.shutdown.timeout.ms",
     "metrics.listener",
     "log.level",
+    *TLS_KEYS,
 )
 
 _INTS: dict[str, IntSpec] = {
@@ -100,6 +109,7 @@ class BrokerConfig:
     shutdown_timeout_ms: int
     metrics_listener: Endpoint | None
     log_level: str
+    tls: TlsSettings | None = None
 
     @property
     def bootstrap(self) -> list[str]:
@@ -141,6 +151,10 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
             f"broker.session.timeout.ms ({ints['session_timeout_ms']})",
         )
     raw_metrics = props.get("metrics.listener", "")
+    try:
+        tls = tls_from_properties(props, server=False)
+    except TlsConfigError as err:
+        raise ConfigError(err.key, str(err)) from None
     return BrokerConfig(
         node_id=node_id,
         controllers=controllers,
@@ -150,5 +164,6 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         rack=props.get("broker.rack") or None,
         metrics_listener=url("metrics.listener", raw_metrics) if raw_metrics else None,
         log_level=log_level(props.get("log.level", "") or "INFO"),
+        tls=tls,
         **ints,
     )

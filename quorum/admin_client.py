@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
 
 ROUND_PAUSE_S = 0.05
+MAX_THROTTLE_WAIT_MS = 5_000
 ATTEMPT_TIMEOUT_S = 10.0
 _MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
@@ -53,12 +55,19 @@ class AdminClient:
         bootstrap: Sequence[str],
         cluster_id: str = "",
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
+        addresses: Mapping[int, str] | None = None,
+        tls: TlsSettings | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
         self.attempt_timeout_s = attempt_timeout_s
+        # controller id -> the address *this* client dials it at (Kafka's brokers
+        # resolve a hinted leader id through their own controller.quorum.voters;
+        # the hint's address is the one the answering controller dials)
+        self.addresses = dict(addresses or {})
+        self.tls = tls
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -72,7 +81,7 @@ class AdminClient:
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         if address not in self._channels:
-            self._channels[address] = open_channel(address)
+            self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
 
     async def admin(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
@@ -108,9 +117,19 @@ class AdminClient:
         tried.append(f"{address}: {error.error.name if error.error else err.code().name}")
         name = error.error.name if error.error else ""
         if name == "NOT_CONTROLLER":
-            self._active = error.leader_address if error.leader_address != address else None
+            leader = error.leader_id
+            hinted = (
+                self.addresses.get(leader, error.leader_address)
+                if leader is not None
+                else error.leader_address
+            )
+            self._active = hinted if hinted != address else None
             if self._active is None:
                 await asyncio.sleep(ROUND_PAUSE_S)
+            return
+        if name == "THROTTLING_QUOTA_EXCEEDED":  # as Kafka's clients: wait, then retry
+            wait_ms = int(error.metadata.get("throttle_time_ms") or 100)
+            await asyncio.sleep(min(wait_ms, MAX_THROTTLE_WAIT_MS) / 1000)
             return
         if error.error is None and err.code() in _MOVE_ON:
             self._active = None

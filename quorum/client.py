@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -55,11 +56,14 @@ class WriteResult:
 
 
 class QuorumClient:
-    def __init__(self, bootstrap: Sequence[str], cluster_id: str) -> None:
+    def __init__(
+        self, bootstrap: Sequence[str], cluster_id: str, tls: TlsSettings | None = None
+    ) -> None:
         if not bootstrap:
             raise ValueError("at least one bootstrap address is needed")
         self.bootstrap = list(bootstrap)
         self.cluster_id = cluster_id
+        self.tls = tls
         self.leader_id: int | None = None
         self._leader_address: str | None = None
         self._next = 0
@@ -70,7 +74,7 @@ class QuorumClient:
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_channel(address)
+            channel = self._channels[address] = open_channel(address, tls=self.tls)
         return channel
 
     def _target(self) -> str:

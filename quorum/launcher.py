@@ -11,6 +11,16 @@ brokers are ONLINE and prints the endpoints, metrics URLs and the quorum and
 broker status. Ctrl-C stops the brokers first (a controlled shutdown each), then
 the controllers (SIGTERM, so a leader hands over first). Running it again
 resumes from the same data.
+
+`--tls` (`make run TLS=1`, data under `data/tls/`) runs the same cluster over
+mTLS: on first use it makes a local CA with the `cryptography` package and one
+certificate per controller, broker and the operator (`data/tls/certs/`), writes
+`listener.security.protocol.map=CONTROLLER:SSL`, the `ssl.*` keys and
+`ssl.client.auth=required` into every properties file, turns on Kafka's
+StandardAuthorizer with the controllers and the operator as `super.users`, gives
+each broker a CLUSTER_ACTION ACL before it starts (a broker's certificate can
+fetch metadata, not call admin APIs), and prints the `QUORUMCTL_SSL_*`
+variables that let `quorumctl` in as `User:CN=admin`.
 """
 
 from __future__ import annotations
@@ -29,6 +39,16 @@ from broker_agent.config import load_broker_config
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.client import QuorumClient, QuorumUnavailableError
 from quorum.common.config import load_config, render_properties
+from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.common.tls import TlsSettings
+from quorum.controller.authorizer import (
+    CLUSTER_NAME,
+    STANDARD_AUTHORIZER,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 
@@ -39,6 +59,7 @@ FIRST_METRICS_PORT = 9193
 FIRST_BROKER_PORT = 9092  # broker 101 listens on 9092, 102 on 9192, 103 on 9292
 FIRST_BROKER_METRICS_PORT = 9293
 STATUS_EVERY_S = 10.0
+OPERATOR = "admin"  # the operator's certificate: CN=admin
 
 
 @dataclass
@@ -57,6 +78,66 @@ def bin_dir() -> Path:
 
 def controller_voters() -> str:
     return ",".join(f"{n}@127.0.0.1:{FIRST_CONTROLLER_PORT + n - 1}" for n in CONTROLLER_IDS)
+
+
+def tls_properties(files: IssuedFiles, listener: bool) -> dict[str, str]:
+    """The keys that put a controller (`listener`) or a broker on mTLS."""
+    props = {
+        "listener.security.protocol.map": (
+            "CONTROLLER:SSL" if listener else "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
+        ),
+        "ssl.certificate.location": str(files.certificate.resolve()),
+        "ssl.key.location": str(files.key.resolve()),
+        "ssl.ca.location": str(files.ca.resolve()),
+    }
+    if listener:
+        props["ssl.client.auth"] = "required"
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER
+        props["super.users"] = ";".join(
+            [f"User:CN=controller-{n}" for n in CONTROLLER_IDS] + [f"User:CN={OPERATOR}"]
+        )
+    return props
+
+
+async def allow_brokers(admin: AdminClient) -> None:
+    """A CLUSTER_ACTION ACL per broker principal (creating one twice changes nothing)."""
+    bindings = [
+        api.AclBinding(
+            resource_type=ResourceType.CLUSTER, resource_name=CLUSTER_NAME,
+            pattern_type=PatternType.LITERAL, principal=f"User:CN=broker-{b}", host="*",
+            operation=Operation.CLUSTER_ACTION, permission_type=Permission.ALLOW,
+        )
+        for b in BROKER_IDS
+    ]  # fmt: skip
+    reply = await admin.admin("CreateAcls", api.CreateAclsRequest(creations=bindings))
+    failed = [r.error.message for r in reply.results if r.error.error_code]
+    if failed:
+        raise SystemExit(f"cannot give the brokers their ACLs: {failed}")
+
+
+def make_certificates(data_dir: Path) -> dict[str, IssuedFiles]:
+    """A local CA and certificates for every process and the operator, made once
+    (kept in `certs/`, so a second run reuses them)."""
+    certs = data_dir / "certs"
+    names = [f"controller-{n}" for n in CONTROLLER_IDS]
+    names += [f"broker-{b}" for b in BROKER_IDS] + [OPERATOR]
+    if not (certs / "ca.pem").exists():
+        ca = LocalCa("kraft-quorum make run CA")
+        for name in names:
+            ca.write(certs, name)
+        print(f"generated a local CA and certificates in {certs}")
+    return {
+        name: IssuedFiles(certs / f"{name}.pem", certs / f"{name}.key", certs / "ca.pem")
+        for name in names
+    }
+
+
+def operator_tls(files: IssuedFiles) -> TlsSettings:
+    return TlsSettings(
+        certificate_chain=files.certificate.read_bytes(),
+        private_key=files.key.read_bytes(),
+        ca=files.ca.read_bytes(),
+    )
 
 
 def controller_properties(data_dir: Path, node_id: int) -> dict[str, str]:
@@ -89,13 +170,18 @@ def broker_properties(data_dir: Path, broker_id: int) -> dict[str, str]:
     }
 
 
-def prepare_brokers(data_dir: Path, cluster_id: str) -> list[Member]:
+def prepare_brokers(
+    data_dir: Path, cluster_id: str, certs: dict[str, IssuedFiles] | None = None
+) -> list[Member]:
     members = []
     for broker_id in BROKER_IDS:
         path = data_dir / "config" / f"broker-{broker_id}.properties"
         if not path.exists():
             header = f"broker {broker_id} of the local cluster written by `make run`"
-            path.write_text(render_properties(broker_properties(data_dir, broker_id), header))
+            props = broker_properties(data_dir, broker_id)
+            if certs is not None:
+                props.update(tls_properties(certs[f"broker-{broker_id}"], listener=False))
+            path.write_text(render_properties(props, header))
         _format_once(path, Path(load_broker_config(path).metadata_log_dir), cluster_id)
         members.append(
             Member(broker_id, path, data_dir / "logs" / f"broker-{broker_id}.log",
@@ -111,7 +197,9 @@ def _format_once(config: Path, directory: Path, cluster_id: str) -> None:
     print(_run([*command, "--config", str(config)]).strip())
 
 
-def prepare(data_dir: Path) -> tuple[str, list[Member]]:
+def prepare(
+    data_dir: Path, certs: dict[str, IssuedFiles] | None = None
+) -> tuple[str, list[Member]]:
     """Configs and formatted directories; idempotent."""
     config_dir = data_dir / "config"
     logs_dir = data_dir / "logs"
@@ -127,7 +215,10 @@ def prepare(data_dir: Path) -> tuple[str, list[Member]]:
         path = config_dir / f"controller-{node_id}.properties"
         if not path.exists():
             header = f"controller {node_id} of the local quorum written by `make run`"
-            path.write_text(render_properties(controller_properties(data_dir, node_id), header))
+            props = controller_properties(data_dir, node_id)
+            if certs is not None:
+                props.update(tls_properties(certs[f"controller-{node_id}"], listener=True))
+            path.write_text(render_properties(props, header))
         _format_once(path, load_config(path).metadata_log_dir, cluster_id)
         members.append(Member(node_id, path, logs_dir / f"controller-{node_id}.log"))
     return cluster_id, members
@@ -190,22 +281,27 @@ def status_table(cluster_id: str, members: list[Member], r: pb.DescribeQuorumRes
     return "\n".join(lines)
 
 
-async def supervise(data_dir: Path) -> int:
-    cluster_id, members = prepare(data_dir)
-    brokers = prepare_brokers(data_dir, cluster_id)
+async def supervise(data_dir: Path, tls: bool = False) -> int:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    certs = make_certificates(data_dir) if tls else None
+    cluster_id, members = prepare(data_dir, certs)
+    brokers = prepare_brokers(data_dir, cluster_id, certs)
+    client_tls = operator_tls(certs[OPERATOR]) if certs else None
     for member in members:
         start(member)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    client = QuorumClient(addresses(members), cluster_id)
-    admin = AdminClient(addresses(members), cluster_id)
+    client = QuorumClient(addresses(members), cluster_id, tls=client_tls)
+    admin = AdminClient(addresses(members), cluster_id, tls=client_tls)
     try:
         print(f"cluster {cluster_id}: starting controllers {list(CONTROLLER_IDS)}")
         reply = await _wait_for_leader(client, stop)
         if reply is None:
             return 0 if stop.is_set() else 1
+        if certs is not None:
+            await allow_brokers(admin)
         print(f"starting brokers {list(BROKER_IDS)}", flush=True)
         for broker in brokers:
             start(broker)
@@ -224,6 +320,8 @@ async def supervise(data_dir: Path) -> int:
             )
         print(status_table(cluster_id, members, reply), flush=True)
         print(await _wait_for_brokers(admin, stop), flush=True)
+        if certs is not None:
+            print(quorumctl_environment(certs[OPERATOR]), flush=True)
         print(
             "Ctrl-C stops everything. Restart one process by hand with:\n"
             f"  {bin_dir() / 'quorum-controller'} --config {members[0].config}\n"
@@ -255,6 +353,16 @@ async def supervise(data_dir: Path) -> int:
         await admin.close()
         stop_all(brokers, timeout_s=35.0)
         stop_all(members)
+
+
+def quorumctl_environment(files: IssuedFiles) -> str:
+    """What an operator pastes into a shell so `quorumctl` uses mTLS as CN=admin."""
+    return (
+        "mTLS: every listener requires a client certificate. For quorumctl:\n"
+        f"  export QUORUMCTL_SSL_CA_LOCATION={files.ca.resolve()}\n"
+        f"  export QUORUMCTL_SSL_CERTIFICATE_LOCATION={files.certificate.resolve()}\n"
+        f"  export QUORUMCTL_SSL_KEY_LOCATION={files.key.resolve()}"
+    )
 
 
 async def _wait_for_brokers(admin: AdminClient, stop: asyncio.Event) -> str:
@@ -302,8 +410,13 @@ def main(argv: list[str] | None = None) -> int:
         description="Run a local cluster: three controllers and three brokers."
     )
     parser.add_argument("--data-dir", default="data", type=Path)
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="run over mTLS with a generated local CA (use its own --data-dir, e.g. data/tls)",
+    )
     args = parser.parse_args(argv)
-    return asyncio.run(supervise(args.data_dir))
+    return asyncio.run(supervise(args.data_dir, args.tls))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ PROVIDER = {
     "prometheus_client": "prometheus-client",
     "javaproperties": "javaproperties",
     "click": "click",
+    "cryptography": "cryptography",
 }
 # Main dependencies imported only indirectly: protoc runs at build time (`make setup`).
 BUILD_ONLY = {"grpcio-tools"}
@@ -71,9 +72,10 @@ def test_bench_fault_and_test_packages_are_extras() -> None:
     assert isinstance(project, dict)
     main = {_name(r) for r in project["dependencies"]}
     extras = project["optional-dependencies"]
-    for extra in ("bench", "faults", "dev"):
+    for extra in ("bench", "faults", "dev", "analytics"):
         assert not {_name(r) for r in extras[extra]} & main, extra
     assert {"pyspark", "kazoo"} <= {_name(r) for r in extras["bench"]}
     assert "toxiproxy-python" in {_name(r) for r in extras["faults"]}
     makefile = (ROOT / "Makefile").read_text()
-    assert "'.[dev,bench,faults]'" in makefile  # `make test` still has every extra
+    assert "'.[dev,bench,faults,analytics]'" in makefile  # `make test` has every extra
+    assert "pyspark" in {_name(r) for r in extras["analytics"]}

@@ -21,8 +21,15 @@ from typing import Any
 import click
 
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
-from quorum.cli.bootstrap import RequestFailed, command_timeout, mark_stale, require_leader
+from quorum.cli.bootstrap import (
+    RequestFailed,
+    cli_tls,
+    command_timeout,
+    mark_stale,
+    require_leader,
+)
 from quorum.cli.endpoints import NodeView, leader_phrase, no_leader_summary, probe_all
+from quorum.common.tls import TlsSettings
 from quorum.gen import admin_pb2 as api
 
 # Calls answered from the answering controller's committed image.
@@ -44,15 +51,22 @@ def call_admin(
     """The call's reply; `deadline_s` defaults to the command's `--timeout`."""
     deadline = deadline_s if deadline_s is not None else command_timeout()
     read = method in READ_METHODS
-    return asyncio.run(_call(addresses, cluster_id, method, request, deadline, read))
+    tls = cli_tls()
+    return asyncio.run(_call(addresses, cluster_id, method, request, deadline, read, tls))
 
 
 async def _call(
-    addresses: list[str], cluster_id: str, method: str, request: Any, deadline_s: float, read: bool
+    addresses: list[str],
+    cluster_id: str,
+    method: str,
+    request: Any,
+    deadline_s: float,
+    read: bool,
+    tls: TlsSettings | None,
 ) -> Any:
     if read and require_leader():
-        addresses = [await _leader_address(addresses, cluster_id)]
-    client = AdminClient(addresses, cluster_id)
+        addresses = [await _leader_address(addresses, cluster_id, tls)]
+    client = AdminClient(addresses, cluster_id, tls=tls)
     try:
         task = asyncio.ensure_future(client.admin(method, request, deadline_s=deadline_s))
         done, _ = await asyncio.wait({task}, timeout=min(PATIENCE_S, deadline_s))
@@ -68,7 +82,7 @@ async def _call(
         code = err.error.error.value if err.error.error is not None else -1
         raise RequestFailed(f"{err.name} (error code {code}): {err.error.message}") from err
     except NoControllerError as err:
-        views = await probe_all(addresses, cluster_id, PROBE_TIMEOUT_S, cluster=True)
+        views = await probe_all(addresses, cluster_id, PROBE_TIMEOUT_S, cluster=True, tls=tls)
         raise RequestFailed(
             _no_controller(views, deadline_s)
             + " (set --bootstrap-controller or $QUORUMCTL_BOOTSTRAP, or wait for an election)"
@@ -76,7 +90,7 @@ async def _call(
     finally:
         await client.close()
     if read and answered_by is not None:
-        await _check_fresh(answered_by, cluster_id)
+        await _check_fresh(answered_by, cluster_id, tls)
     return reply
 
 
@@ -90,9 +104,9 @@ def _no_controller(views: list[NodeView], deadline_s: float) -> str:
     return f"no active controller: {summary}"
 
 
-async def _leader_address(addresses: list[str], cluster_id: str) -> str:
+async def _leader_address(addresses: list[str], cluster_id: str, tls: TlsSettings | None) -> str:
     """The active controller's address, as the controllers themselves report it."""
-    views = await probe_all(addresses, cluster_id, PROBE_TIMEOUT_S, cluster=True)
+    views = await probe_all(addresses, cluster_id, PROBE_TIMEOUT_S, cluster=True, tls=tls)
     for v in views:
         if v.reply is not None and v.reply.role == "leader":
             return v.address
@@ -102,16 +116,22 @@ async def _leader_address(addresses: list[str], cluster_id: str) -> str:
     )
 
 
-async def _check_fresh(address: str, cluster_id: str) -> None:
+async def _check_fresh(address: str, cluster_id: str, tls: TlsSettings | None) -> None:
     """Mark the read stale when the controller that answered knows no leader or
     lags; with `--require-leader`, refuse it."""
-    [view] = await probe_all([address], cluster_id, PROBE_TIMEOUT_S)
+    [view] = await probe_all([address], cluster_id, PROBE_TIMEOUT_S, tls=tls)
     if view.serving:
         return
     r = view.reply
     if r is None:
-        reason = f"could not ask the controller that answered how current it is ({view.error})"
-    elif not view.knows_leader or r.role not in ("leader", "follower"):
+        # It answered the read but not this question (it stopped since, or this
+        # principal may not describe the quorum): nothing known to warn about.
+        if require_leader():
+            raise RequestFailed(
+                f"cannot confirm the read is current (--require-leader): {view.error}"
+            )
+        return
+    if not view.knows_leader or r.role not in ("leader", "follower"):
         reason = (
             f"answered by controller {r.node_id} ({address}), which {leader_phrase(r)} "
             f"({r.role} in epoch {r.leader_epoch}); it shows the metadata as of offset "

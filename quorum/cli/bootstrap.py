@@ -2,6 +2,11 @@
 
 Bootstrap order: `--bootstrap-controller`, then `$QUORUMCTL_BOOTSTRAP`, then the
 three controllers `make run` starts, so the local cluster needs no flags.
+
+TLS: `--ssl-ca-location` (or `$QUORUMCTL_SSL_CA_LOCATION`) turns it on; with
+`--ssl-certificate-location` and `--ssl-key-location` (or their `$QUORUMCTL_SSL_*`
+variables) the tool presents a client certificate, whose subject is its
+principal (mTLS). Set once in the environment, every command uses them.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from typing import Any
 
 import click
 
+from quorum.common.tls import TlsConfigError, TlsSettings, client_tls
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095"
 ENV_BOOTSTRAP = "QUORUMCTL_BOOTSTRAP"
 DEFAULT_TIMEOUT_S = 15.0
@@ -21,6 +28,19 @@ DEFAULT_TIMEOUT_S = 15.0
 META_TIMEOUT = "quorumctl.timeout"
 META_REQUIRE_LEADER = "quorumctl.require_leader"
 META_STALE = "quorumctl.stale_read"
+
+_TLS_META = "quorumctl.tls"
+_TLS_FLAGS = {
+    "ssl_ca_location": (
+        "--ssl-ca-location",
+        "CA bundle (PEM) that the controllers' certificates chain to; turns TLS on.",
+    ),
+    "ssl_certificate_location": (
+        "--ssl-certificate-location",
+        "Client certificate (PEM) for mTLS.",
+    ),
+    "ssl_key_location": ("--ssl-key-location", "The client certificate's private key (PEM)."),
+}
 
 
 class RequestFailed(click.ClickException):
@@ -72,8 +92,38 @@ def stale_reason() -> str | None:
     return ctx.meta.get(META_STALE) if ctx is not None else None
 
 
+def _remember_tls(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if param.name is not None:
+        ctx.meta.setdefault(_TLS_META, {})[param.name] = value
+
+
+def cli_tls() -> TlsSettings | None:
+    """The TLS settings the current command was given (flags or environment)."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx.meta.get(_TLS_META, {}) if ctx is not None else {}
+    try:
+        return client_tls(
+            given.get("ssl_ca_location"),
+            given.get("ssl_certificate_location"),
+            given.get("ssl_key_location"),
+        )
+    except TlsConfigError as err:
+        flag = "--" + err.key.replace(".", "-")
+        raise click.BadParameter(str(err), param_hint=flag) from None
+
+
 def connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options every command that talks to the cluster takes."""
+    for name, (flag, text) in _TLS_FLAGS.items():
+        command = click.option(
+            flag,
+            name,
+            envvar=f"QUORUMCTL_{name.upper()}",
+            metavar="FILE",
+            expose_value=False,
+            callback=_remember_tls,
+            help=f"{text} [env: QUORUMCTL_{name.upper()}]",
+        )(command)
     command = click.option(
         "--require-leader",
         is_flag=True,

@@ -21,6 +21,7 @@ import grpc
 
 from quorum.cli.bootstrap import (
     RequestFailed,
+    cli_tls,
     command_timeout,
     connection_options,
     parse_bootstrap,
@@ -28,6 +29,7 @@ from quorum.cli.bootstrap import (
     render_json,
 )
 from quorum.common.channels import open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -108,8 +110,10 @@ def leader_phrase(r: pb.DescribeQuorumResponse) -> str:
     return f"names leader {r.leader_id}"
 
 
-async def _probe(address: str, cluster_id: str, timeout_s: float) -> NodeView:
-    channel = open_channel(address)
+async def _probe(
+    address: str, cluster_id: str, timeout_s: float, tls: TlsSettings | None
+) -> NodeView:
+    channel = open_channel(address, tls=tls)
     start = time.monotonic()
     try:
         stub = pb_grpc.RaftQuorumStub(channel)
@@ -124,11 +128,15 @@ async def _probe(address: str, cluster_id: str, timeout_s: float) -> NodeView:
 
 
 async def probe_all(
-    addresses: Sequence[str], cluster_id: str, timeout_s: float, cluster: bool = False
+    addresses: Sequence[str],
+    cluster_id: str,
+    timeout_s: float,
+    cluster: bool = False,
+    tls: TlsSettings | None = None,
 ) -> list[NodeView]:
     """Every address's own view, asked in parallel; with `cluster`, also every voter
     the answers name (etcdctl's `--cluster`), keyed by node id where known."""
-    views = list(await asyncio.gather(*(_probe(a, cluster_id, timeout_s) for a in addresses)))
+    views = list(await asyncio.gather(*(_probe(a, cluster_id, timeout_s, tls) for a in addresses)))
     if cluster:
         known = {v.address for v in views}
         more = sorted(
@@ -140,7 +148,7 @@ async def probe_all(
                 if address not in known
             }
         )
-        views += await asyncio.gather(*(_probe(a, cluster_id, timeout_s) for a in more))
+        views += await asyncio.gather(*(_probe(a, cluster_id, timeout_s, tls) for a in more))
     return sorted(views, key=_order)
 
 
@@ -238,7 +246,7 @@ def _nodes(ids: Sequence[int]) -> str:
 def run_probe(
     addresses: Sequence[str], cluster_id: str, timeout_s: float, cluster: bool
 ) -> list[NodeView]:
-    return asyncio.run(probe_all(addresses, cluster_id, timeout_s, cluster))
+    return asyncio.run(probe_all(addresses, cluster_id, timeout_s, cluster, cli_tls()))
 
 
 def refuse_foreign_cluster(views: Sequence[NodeView]) -> None:

@@ -19,6 +19,7 @@ import click
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.cli.bootstrap import (
     RequestFailed,
+    cli_tls,
     command_timeout,
     connection_options,
     parse_bootstrap,
@@ -32,6 +33,7 @@ from quorum.cli.endpoints import (
     probe_all,
     refuse_foreign_cluster,
 )
+from quorum.common.tls import TlsSettings
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 
@@ -71,11 +73,12 @@ def describe(
     addresses = parse_bootstrap(bootstrap)
     show_status = status or not replication
     timeout = command_timeout(5.0)
-    reply, leader_address, views = asyncio.run(_describe(addresses, cluster_id, timeout))
+    tls = cli_tls()
+    reply, leader_address, views = asyncio.run(_describe(addresses, cluster_id, timeout, tls))
     if reply is None:
         _no_leader("status" if show_status else "replication", views, output)
         return
-    brokers = asyncio.run(_brokers(leader_address, cluster_id, timeout))
+    brokers = asyncio.run(_brokers(leader_address, cluster_id, timeout, tls))
     now_ms = int(time.time() * 1000)
     directories = {v.reply.node_id: v.reply.directory_id for v in views if v.reply is not None}
     rows = replication_rows(reply, now_ms, brokers, directories)
@@ -97,10 +100,12 @@ def describe(
         click.echo(render_table(headers, table))
 
 
-async def _brokers(address: str, cluster_id: str, timeout_s: float) -> list[api.BrokerDescription]:
+async def _brokers(
+    address: str, cluster_id: str, timeout_s: float, tls: TlsSettings | None
+) -> list[api.BrokerDescription]:
     """The registered brokers from the active controller (which alone knows their
     sessions); none when it does not answer, since the quorum view stands alone."""
-    client = AdminClient([address], cluster_id)
+    client = AdminClient([address], cluster_id, tls=tls)
     try:
         reply = await client.admin(
             "DescribeCluster", api.DescribeClusterRequest(), deadline_s=min(timeout_s, 2.0)
@@ -113,10 +118,10 @@ async def _brokers(address: str, cluster_id: str, timeout_s: float) -> list[api.
 
 
 async def _describe(
-    addresses: list[str], cluster_id: str, timeout_s: float
+    addresses: list[str], cluster_id: str, timeout_s: float, tls: TlsSettings | None
 ) -> tuple[pb.DescribeQuorumResponse | None, str, list[NodeView]]:
     """(the leader's view, its address); else (None, "", every controller's own view)."""
-    views = await probe_all(addresses, cluster_id, timeout_s, cluster=True)
+    views = await probe_all(addresses, cluster_id, timeout_s, cluster=True, tls=tls)
     refuse_foreign_cluster(views)
     for v in views:
         if v.reply is not None and v.reply.role == "leader":
@@ -124,7 +129,8 @@ async def _describe(
     named = {
         v.reply.leader_address for v in views if v.reply is not None and v.reply.leader_address
     } - {v.address for v in views}
-    for extra in await asyncio.gather(*(probe_all([a], cluster_id, timeout_s) for a in named)):
+    probes = (probe_all([a], cluster_id, timeout_s, tls=tls) for a in named)
+    for extra in await asyncio.gather(*probes):
         if extra[0].reply is not None and extra[0].reply.role == "leader":
             return extra[0].reply, extra[0].address, views
     return None, "", views

@@ -1,7 +1,9 @@
 """The one place gRPC channels and servers are built.
 
 Every process opens its channels and servers here so that settings that must
-agree on both ends (message size limits now; TLS credentials later) cannot drift.
+agree on both ends (message size limits, TLS credentials: `quorum.common.tls`)
+cannot drift. A process given `TlsSettings` listens and dials with TLS; without
+them, in the clear (the loopback default).
 One atomic metadata change travels in one Raft batch, and a batch of tens of
 thousands of partition records is larger than gRPC's 4 MiB default.
 """
@@ -14,6 +16,7 @@ from typing import Any
 import grpc
 
 from quorum.common.malformed import RejectMalformedRequests
+from quorum.common.tls import TlsSettings
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -50,7 +53,7 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
 
     The deadline is a timer that cancels the call, not `asyncio.wait_for`, which
     would wrap every read in a task of its own."""
-    expiry = _Expiry(call)
+    expiry = _Expiry(call, asyncio.current_task())
     timer = asyncio.get_running_loop().call_later(timeout_s, expiry.fire)
     try:
         await call.write(request)
@@ -61,6 +64,8 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
     except asyncio.CancelledError:
         call.cancel()
         if expiry.fired:
+            if expiry.task_cancelled and expiry.task is not None:
+                expiry.task.uncancel()  # our own nudge, not the caller's cancellation
             raise TimeoutError(f"no answer within {timeout_s}s") from None
         raise
     except BaseException:
@@ -68,6 +73,7 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
         raise
     finally:
         timer.cancel()
+        expiry.disarm()
     if response is grpc.aio.EOF:
         call.cancel()
         raise TimeoutError("the call ended without an answer")
@@ -75,27 +81,51 @@ async def exchange(call: Any, request: Any, timeout_s: float) -> Any:
 
 
 class _Expiry:
-    """Cancels a call whose answer is overdue, and remembers that it did."""
+    """Cancels a call whose answer is overdue, and remembers that it did.
 
-    __slots__ = ("call", "fired")
+    A call whose channel is still connecting (a handshake into a blackhole) does
+    not wake its pending `write` when cancelled, so if the exchange is still
+    stuck a moment later, the waiting task itself is cancelled too."""
 
-    def __init__(self, call: Any) -> None:
+    __slots__ = ("_nudge", "call", "fired", "task", "task_cancelled")
+
+    NUDGE_S = 0.05
+
+    def __init__(self, call: Any, task: asyncio.Task[Any] | None) -> None:
         self.call = call
         self.fired = False
+        self.task = task
+        self.task_cancelled = False
+        self._nudge: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
         self.fired = True
         self.call.cancel()
+        self._nudge = asyncio.get_running_loop().call_later(self.NUDGE_S, self._unstick)
+
+    def _unstick(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task_cancelled = True
+            self.task.cancel()
+
+    def disarm(self) -> None:
+        if self._nudge is not None:
+            self._nudge.cancel()
 
 
 class ListenerError(Exception):
     """A listener could not be opened (the port is taken, or the host is not ours)."""
 
 
-def listen(server: grpc.aio.Server, address: str) -> int:
-    """Bind `server` to `address`; its port, or ListenerError with a clear reason."""
+def listen(server: grpc.aio.Server, address: str, tls: TlsSettings | None = None) -> int:
+    """Bind `server` to `address` (with TLS when `tls` is given: then a plaintext
+    client fails its handshake and reaches no servicer); its port, or
+    ListenerError with a clear reason."""
     try:
-        port = server.add_insecure_port(address)
+        if tls is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, tls.server_credentials())
     except RuntimeError as err:
         raise ListenerError(
             f"cannot listen on {address}: the port is in use or the host is not an "
@@ -123,9 +153,18 @@ def channel_options(
 
 
 def open_channel(
-    address: str, max_reconnect_backoff_ms: int = DEFAULT_MAX_RECONNECT_BACKOFF_MS
+    address: str,
+    max_reconnect_backoff_ms: int = DEFAULT_MAX_RECONNECT_BACKOFF_MS,
+    tls: TlsSettings | None = None,
 ) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=channel_options(max_reconnect_backoff_ms))
+    """A channel to `address`, over TLS (presenting `tls`'s certificate, if it
+    has one) when `tls` is given. The server's certificate must name the host
+    dialled (a subject alternative name), as Kafka's default
+    `ssl.endpoint.identification.algorithm=https` requires."""
+    options = channel_options(max_reconnect_backoff_ms)
+    if tls is None:
+        return grpc.aio.insecure_channel(address, options=options)
+    return grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
 
 
 def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:

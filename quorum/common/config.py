@@ -4,7 +4,8 @@ Operators of Kafka's KRaft controllers already know these keys, so we read the
 same file format with the same names and defaults instead of inventing our own.
 
 The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters``,
-``listeners``, ``controller.listener.names``, ``metadata.log.dir``, and ours,
+``listeners``, ``controller.listener.names``, ``metadata.log.dir``, the TLS keys
+``listener.security.protocol.map`` and ``ssl.*`` (`quorum.common.tls`), and ours,
 ``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
 one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
 ours), from which parsing, the effective configuration and the README's table
@@ -37,6 +38,19 @@ from typing import TypeVar
 
 import javaproperties
 
+from quorum.common.tls import SERVER_KEYS as TLS_KEYS
+from quorum.common.tls import (
+    TlsConfigError,
+    TlsSettings,
+    plaintext_properties,
+    tls_from_properties,
+)
+from quorum.controller.authorizer import (
+    NO_AUTHORIZER,
+    STANDARD_AUTHORIZER,
+    AuthorizerConfig,
+    parse_super_users,
+)
 from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 from quorum.controller.request_limits import RequestLimits, default_of, limits_from
@@ -149,8 +163,12 @@ class ControllerConfig:
     snapshot_max_interval_ms: int
     snapshot_retain_count: int
     broker_session_timeout_ms: int = 9000
+    admin_rate_per_client: int = 0
+    admin_burst_per_client: int = 0
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
+    tls: TlsSettings | None = None
+    authorizer: AuthorizerConfig = NO_AUTHORIZER
     source: Path | None = None
     # Kafka keys the file sets that this product does not use (logged, not applied).
     ignored_keys: tuple[str, ...] = ()
@@ -183,6 +201,11 @@ class ControllerConfig:
         props["log.level"] = self.log_level
         for prop in LIMIT_PROPERTIES:
             props[prop.key] = str(getattr(self.request_limits, prop.field))
+        props.update(self.tls.properties() if self.tls else plaintext_properties())
+        auth = self.authorizer
+        props["authorizer.class.name"] = STANDARD_AUTHORIZER if auth.enabled else ""
+        props["super.users"] = ";".join(sorted(auth.super_users))
+        props["allow.everyone.if.no.acl.found"] = str(auth.allow_everyone_if_no_acl_found).lower()
         return props
 
 
@@ -236,7 +259,13 @@ INT_KEYS: tuple[IntKey, ...] = (
            doc="snapshots kept on disk, newest first", kafka=False),
     IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
            doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
+    IntKey("admin.request.rate.per.client", "admin_rate_per_client", 0, 0, kafka=False,
+           doc="admin calls a second per client (principal, else host); 0: unlimited"),
+    IntKey("admin.request.burst.per.client", "admin_burst_per_client", 0, 0, kafka=False,
+           doc="admin calls a client may make at once; 0: one second's worth"),
 )  # fmt: skip
+
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
 
 # The keys parsed by hand (structure rather than one number each).
 _STRUCTURAL_KAFKA_KEYS = (
@@ -246,6 +275,8 @@ _STRUCTURAL_KAFKA_KEYS = (
     "listeners",
     "controller.listener.names",
     "metadata.log.dir",
+    *TLS_KEYS,
+    *AUTHORIZER_KEYS,
 )
 _STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
@@ -258,13 +289,15 @@ KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT
 # They are accepted and named in one WARN line. A curated list of the common ones,
 # not all of Kafka's; anything else is still an unknown key ("did you mean"), and
 # so is zookeeper.connect: a ZooKeeper-mode file is the wrong file, not a detail.
+# Security keys this product does not implement (JKS stores, SASL, a custom
+# principal builder) are never ignored: an operator who set them expects
+# protection that would silently be missing, so they stay errors.
 # `log.dirs` and `log.dir` are used: they stand in for an absent metadata.log.dir.
 LOG_DIRS_KEYS = ("log.dirs", "log.dir")
 KAFKA_IGNORED_KEYS: tuple[str, ...] = (
     # listeners, security and networking
     "advertised.listeners",
     "inter.broker.listener.name",
-    "listener.security.protocol.map",
     "security.inter.broker.protocol",
     "num.network.threads",
     "num.io.threads",
@@ -280,20 +313,7 @@ KAFKA_IGNORED_KEYS: tuple[str, ...] = (
     "max.connections.per.ip",
     "request.timeout.ms",
     "reserved.broker.max.id",
-    "sasl.enabled.mechanisms",
-    "sasl.mechanism.controller.protocol",
-    "sasl.mechanism.inter.broker.protocol",
-    "ssl.keystore.location",
-    "ssl.keystore.password",
-    "ssl.key.password",
-    "ssl.truststore.location",
-    "ssl.truststore.password",
-    "ssl.client.auth",
     "ssl.endpoint.identification.algorithm",
-    "authorizer.class.name",
-    "super.users",
-    "allow.everyone.if.no.acl.found",
-    "principal.builder.class",
     # the data plane: topics, partitions and their logs
     "num.partitions",
     "default.replication.factor",
@@ -427,6 +447,8 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
     if node_id is not None and roles is not None and voter_map is not None and listener:
         for err in _role_problems(node_id, roles, voter_map, listener):
             problems.add(err)
+    tls = check(lambda: _tls(props))
+    authorizer = check(lambda: _authorizer(props))
     if metrics is not None and listener is not None and _same_endpoint(metrics, listener):
         problems.add(
             ConfigError(
@@ -451,9 +473,18 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         **ints,  # type: ignore[arg-type]
         log_level=level,
         request_limits=limits_from(limit_values),  # type: ignore[arg-type]
+        tls=tls,
+        authorizer=authorizer if authorizer is not None else NO_AUTHORIZER,
         source=source,
         ignored_keys=ignored,
     )
+
+
+def _tls(props: Mapping[str, str]) -> TlsSettings | None:
+    try:
+        return tls_from_properties(props, server=True, listener_name=_listener_name(props))
+    except TlsConfigError as err:
+        raise ConfigError(err.key, str(err)) from None
 
 
 def _sorted_keys(
@@ -637,6 +668,42 @@ def voters(raw: str) -> dict[int, Endpoint]:
                 )
         found[node_id] = endpoint
     return found
+
+
+def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig:
+    """Kafka's authorizer keys. Only the StandardAuthorizer exists here; naming
+    another class is refused rather than silently running without one."""
+    name = props.get("authorizer.class.name", "")
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(
+            "authorizer.class.name",
+            f"authorizer.class.name must be {STANDARD_AUTHORIZER} or empty, got {name!r}",
+        )
+    raw_allow = props.get("allow.everyone.if.no.acl.found", "") or "false"
+    if raw_allow.lower() not in ("true", "false"):
+        raise ConfigError(
+            "allow.everyone.if.no.acl.found",
+            f"allow.everyone.if.no.acl.found must be true or false, got {raw_allow!r}",
+        )
+    super_users = parse_super_users(props.get("super.users", ""))
+    for user in super_users:
+        kind, sep, who = user.partition(":")
+        if not sep or not kind or not who:
+            raise ConfigError(
+                "super.users",
+                f"super.users entry {user!r} is not Type:name (e.g. User:CN=controller-1; "
+                "entries are separated by ';')",
+            )
+    return AuthorizerConfig(
+        enabled=bool(name),
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=raw_allow.lower() == "true",
+    )
+
+
+def _listener_name(props: Mapping[str, str]) -> str:
+    first = props.get("controller.listener.names", "").split(",")[0].strip().upper()
+    return first or DEFAULT_LISTENER_NAME
 
 
 def _listener(props: Mapping[str, str]) -> Endpoint:

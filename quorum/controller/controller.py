@@ -29,7 +29,12 @@ from quorum.controller.write_queue import NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
-from quorum.raft.client_api import LeaderAndEpoch, ProposalFailed, RaftClient
+from quorum.raft.client_api import (
+    LeaderAndEpoch,
+    ProposalFailed,
+    ProposalOutcomeUnknown,
+    RaftClient,
+)
 from quorum.raft.node import NotLeaderError
 
 T = TypeVar("T")
@@ -113,6 +118,8 @@ class QuorumController:
         except ControllerError:
             self.errors += 1
             raise
+        except ProposalOutcomeUnknown as err:
+            raise CommitTimeout(str(err)) from err
         except (NotLeaderError, ProposalFailed) as err:
             raise NotController(self.leader.leader_id) from err
         except TimeoutError as err:

@@ -23,6 +23,7 @@ from quorum.raft.records import Batch, SnapshotId
 __all__ = [
     "LeaderAndEpoch",
     "ProposalFailed",
+    "ProposalOutcomeUnknown",
     "RaftClient",
     "RaftListener",
 ]
@@ -31,6 +32,12 @@ __all__ = [
 class ProposalFailed(Exception):
     """The records were not committed: leadership moved and the log was rewritten,
     or the node stopped. (A proposal to a non-leader raises `NotLeaderError`.)"""
+
+
+class ProposalOutcomeUnknown(ProposalFailed):
+    """The node stopped while the records were appended and maybe replicated: a
+    successor may still commit them, so the caller must not take this as "not
+    written" (Kafka answers REQUEST_TIMED_OUT for such a write)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ class ErrorCode(Enum):
     POSITION_OUT_OF_RANGE = 99
     BROKER_NOT_AVAILABLE = 8
     INVALID_RECORD = 87
+    REQUEST_TIMED_OUT = 7
 
 
 @dataclass(frozen=True, slots=True)

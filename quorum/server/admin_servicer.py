@@ -18,22 +18,45 @@ import grpc
 
 from quorum.common.wire_errors import foreign_cluster_status, rich_status
 from quorum.controller import cluster_ops, partition_ops, topic_ops
+from quorum.controller.acl_actions import filters_topics
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
 from quorum.controller.write_queue import NotController
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
+from quorum.server.access import AccessControl, open_access
 
 T = TypeVar("T")
+
+# Reads (and snapshot chunks) any controller answers from its committed image;
+# every other call is the active controller's, and with an authorizer a standby
+# redirects it before authorizing it: its image may not have the newest ACLs
+# yet, and the decision is not its to make.
+_SERVED_BY_ANY_CONTROLLER = frozenset(
+    {
+        "ListTopicsRequest",
+        "DescribeTopicsRequest",
+        "DescribeConfigsRequest",
+        "DescribeAclsRequest",
+        "DescribeClusterRequest",
+        "FetchMetadataSnapshotRequest",
+    }
+)
 
 
 class ControllerCalls:
     """What both servicers do around a call to the controller."""
 
-    def __init__(self, controller: QuorumController, addresses: Mapping[int, str]) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        addresses: Mapping[int, str],
+        access: AccessControl | None = None,
+    ) -> None:
         self.controller = controller
         self.addresses = dict(addresses)
+        self.access = access or open_access()
 
     async def check(self, context: Any, cluster_id: str) -> None:
         """Operator tools need not send the cluster id; a wrong one is refused."""
@@ -56,15 +79,25 @@ class ControllerCalls:
         )
 
     async def serve(self, context: Any, request: Any, action: Callable[[], Awaitable[T] | T]) -> T:
-        """Check the cluster id and the request's bounds, run `action`, and turn
-        its refusal into a status; nothing changes on a refusal."""
+        """Check the cluster id, the caller's authorization (the principal of its
+        certificate against the ACLs) and the request's bounds, run `action`, and
+        turn its refusal into a status; nothing changes on a refusal. Listings
+        leave out the topics the caller may not describe."""
         await self.check(context, request.cluster_id)
+        await self.access.throttle(context, request)
+        if self.access.enabled and type(request).__name__ not in _SERVED_BY_ANY_CONTROLLER:
+            leader_id = self.controller.leader.leader_id
+            if leader_id != self.controller.raft.node_id:
+                await context.abort_with_status(self.not_controller(leader_id))
+        await self.access.check(context, request)
         try:
             self.controller.admit(request)
             result = action()
             if inspect.isawaitable(result):
-                return await result
-            return result
+                result = await result
+            if self.access.enabled and filters_topics(request):
+                _leave_out_hidden(self.access, context, request, result)
+            return result  # type: ignore[no-any-return]
         except ControllerError as err:
             await context.abort_with_status(rich_status(err.error, err.message))
         except NotController as err:
@@ -72,6 +105,15 @@ class ControllerCalls:
         except CommitTimeout as err:
             await context.abort_with_status(rich_status(ApiError.REQUEST_TIMED_OUT, str(err)))
         raise AssertionError("unreachable: abort_with_status raises")
+
+
+def _leave_out_hidden(access: AccessControl, context: Any, request: Any, result: Any) -> None:
+    names = [t.name for t in result.topics]
+    visible = access.visible(context, request, names)
+    if len(visible) < len(names):
+        kept = [t for t in result.topics if t.name in visible]
+        del result.topics[:]
+        result.topics.extend(kept)
 
 
 class AdminServicer(api_grpc.AdminServicer):
@@ -190,4 +232,6 @@ class AdminServicer(api_grpc.AdminServicer):
 
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Any) -> Any:
         await self._calls.check(context, request.cluster_id)
+        await self._calls.access.throttle(context, request, admin=True)
+        await self._calls.access.check(context, request)
         return self._describe_quorum(request.include_image_digest)

@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quorum.log.api import LogStore, QuorumStateStore
-from quorum.raft.client_api import LeaderAndEpoch, ProposalFailed, RaftListener
+from quorum.raft.client_api import (
+    LeaderAndEpoch,
+    ProposalFailed,
+    ProposalOutcomeUnknown,
+    RaftListener,
+)
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
 from quorum.raft.effects import (
     AdvanceLogStart,
@@ -199,7 +204,9 @@ class RaftDriver:
             self._timer.cancel()
         for waiter in self._waiters:
             if not waiter.future.done():
-                waiter.future.set_exception(ProposalFailed("controller stopping"))
+                waiter.future.set_exception(
+                    ProposalOutcomeUnknown("the controller stopped; the write may still commit")
+                )
         for future in self._replies.values():
             future.cancel()
         for task in list(self._background):

@@ -35,11 +35,13 @@ from quorum.common.version import version_line
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.rate_limit import RateLimiter
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
+from quorum.server.access import AccessControl
 from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
@@ -82,6 +84,13 @@ class Controller:
             )
             snapshot_store = FileSnapshotStore(partition_dir / "snapshots")
             self.image = MetadataImage()
+            image = self.image
+            self.access = AccessControl(
+                config.authorizer,
+                lambda: image.acls.values(),
+                lambda topic_id: t.name if (t := image.topics_by_id.get(topic_id)) else None,
+                RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
+            )
             self.replicated = ReplicatedState(
                 self.image,
                 snapshot_store,
@@ -113,6 +122,8 @@ class Controller:
                 add_services=self._add_admin_services,
                 max_request_bytes=config.request_limits.socket_request_max_bytes,
                 directory_id=directory_id,
+                tls=config.tls,
+                access=self.access,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
         except BaseException:
@@ -125,6 +136,7 @@ class Controller:
             node_id=str(config.node_id),
             process_roles=",".join(config.process_roles),
         )
+        self.metrics.registry.register(self.access)
         self.exit_code = 0
         self.stopping = asyncio.Event()
 
@@ -152,11 +164,20 @@ class Controller:
             asyncio.ensure_future(self.controller.fence_expired_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
+        security = "SSL" if self.config.tls else "PLAINTEXT"
+        if self.config.tls:
+            security += f" (ssl.client.auth={self.config.tls.client_auth.value})"
+        if self.config.authorizer.enabled:
+            security += (
+                f", StandardAuthorizer with super.users "
+                f"{';'.join(sorted(self.config.authorizer.super_users)) or '(none)'}"
+            )
         log.info(
-            "controller %d (%s) of cluster %s listening on %s, metrics %s, voters %s",
+            "controller %d (%s) of cluster %s listening on %s %s, metrics %s, voters %s",
             self.config.node_id,
             role,
             self.cluster_id,
+            security,
             self.config.listener.address(),
             metrics_at,
             ",".join(f"{n}@{e.address()}" for n, e in sorted(self.config.voters.items())),
@@ -196,7 +217,7 @@ class Controller:
         )
         return add_servicers(
             server,
-            ControllerCalls(self.controller, addresses),
+            ControllerCalls(self.controller, addresses, self.access),
             lambda include_digest: describe_quorum(
                 driver, addresses, include_digest, self.directory_id
             ),

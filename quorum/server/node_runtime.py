@@ -17,11 +17,13 @@ from grpc_reflection.v1alpha import reflection
 
 from quorum.common.channels import MAX_MESSAGE_BYTES, new_server
 from quorum.common.channels import listen as listen_on
+from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
+from quorum.server.access import AccessControl
 from quorum.server.driver import RaftDriver
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
@@ -48,6 +50,8 @@ class QuorumNode:
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
         max_request_bytes: int = MAX_MESSAGE_BYTES,
         directory_id: str = "",
+        tls: TlsSettings | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -58,18 +62,26 @@ class QuorumNode:
             request_timeout_ms,
             majority,
             reconnect_backoff_max_ms=config.election_timeout_ms,
+            tls=tls,
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
         self.server = new_server(max_request_bytes)
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(
-                self.driver, cluster_id, config.fetch_max_wait_ms, addresses, listen, directory_id
+                self.driver,
+                cluster_id,
+                config.fetch_max_wait_ms,
+                addresses,
+                listen,
+                access,
+                directory_id,
             ),
             self.server,
         )
         pb_grpc.add_QuorumLogServicer_to_server(
-            QuorumLogServicer(self.driver, cluster_id, addresses, validate_record), self.server
+            QuorumLogServicer(self.driver, cluster_id, addresses, validate_record, access),
+            self.server,
         )
         extra = add_services(self.server, self.driver) if add_services else []
         self.health = health.aio.HealthServicer()
@@ -78,7 +90,7 @@ class QuorumNode:
             (*SERVICES, *extra, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server
         )
         self.driver.on_role_change.append(self._update_health)
-        self.port = listen_on(self.server, listen)
+        self.port = listen_on(self.server, listen, tls)
         self._health_tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:

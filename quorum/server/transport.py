@@ -23,10 +23,11 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
-from quorum.raft.client_api import ProposalFailed
+from quorum.raft.client_api import ProposalFailed, ProposalOutcomeUnknown
 from quorum.raft.effects import Role
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
@@ -38,6 +39,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
+from quorum.server.access import AccessControl, open_access
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
@@ -107,11 +109,12 @@ class GrpcTransport:
         request_timeout_ms: int = int(CALL_TIMEOUT_S * 1000),
         majority: int = 2,
         reconnect_backoff_max_ms: int = 1000,
+        tls: TlsSettings | None = None,
     ) -> None:
         self._cluster_id = cluster_id
         # A peer that comes back is retried within an election timeout.
         self._channels = {
-            peer: open_channel(addr, reconnect_backoff_max_ms) for peer, addr in peers.items()
+            peer: open_channel(addr, reconnect_backoff_max_ms, tls) for peer, addr in peers.items()
         }
         self._stubs = {peer: pb_grpc.RaftQuorumStub(ch) for peer, ch in self._channels.items()}
         self._call_timeout_s = request_timeout_ms / 1000
@@ -306,9 +309,11 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         fetch_max_wait_ms: int,
         addresses: Mapping[int, str],
         node_address: str,
+        access: AccessControl | None = None,
         directory_id: str = "",
     ) -> None:
         self._driver = driver
+        self._access = access or open_access()
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
         self._addresses = dict(addresses)
@@ -324,13 +329,27 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         await context.abort_with_status(rich_status(error, message, self._hint()))
 
     async def _check(
-        self, context: Any, cluster_id: str, problems: list[str], sender: int | None = None
+        self,
+        context: Any,
+        cluster_id: str,
+        problems: list[str],
+        sender: int | None = None,
+        request: Any = None,
     ) -> None:
-        """Reject (changing nothing) a foreign, malformed or unknown-sender request."""
+        """Reject (changing nothing) a foreign, unauthorized, malformed or
+        unknown-sender request."""
         if cluster_id != self._cluster_id:
             await context.abort_with_status(foreign_cluster_status(cluster_id, self._cluster_id))
+        if request is not None:
+            await self._access.check(context, request)
         if problems:
             await self._reject(context, ErrorCode.INVALID_REQUEST, "; ".join(problems))
+        if sender is not None and sender == self._driver.node_id:
+            # Only a forged or misrouted request names this node as its sender; the
+            # core would otherwise follow (or vote for) itself.
+            await self._reject(
+                context, ErrorCode.INVALID_REQUEST, f"the request names this node ({sender})"
+            )
         if sender is not None and sender not in self._driver.config.voters:
             await self._reject(
                 context,
@@ -363,7 +382,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             },
             {"candidate_id": request.candidate_id, "last_offset": request.last_offset},
         )
-        await self._check(context, request.cluster_id, problems, request.candidate_id)
+        await self._check(context, request.cluster_id, problems, request.candidate_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -373,7 +392,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems = request_problems(
             {"leader_epoch": request.leader_epoch}, {"leader_id": request.leader_id}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -386,7 +405,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         problems += negative_problems(
             **{f"preferred_successors[{i}]": s for i, s in enumerate(request.preferred_successors)}
         )
-        await self._check(context, request.cluster_id, problems, request.leader_id)
+        await self._check(context, request.cluster_id, problems, request.leader_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.leader_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -408,7 +427,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 "known_high_watermark": request.known_high_watermark,
             },
         )
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         msg = from_proto(request)
         return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
 
@@ -425,7 +444,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         )
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
-        await self._check(context, request.cluster_id, problems)
+        await self._check(context, request.cluster_id, problems, request=request)
         driver = self._driver
         if request.epoch < driver.epoch:
             await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")
@@ -455,7 +474,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     ) -> pb.DescribeQuorumResponse:
         # Operators' tools, like Kafka's clients, need not know the cluster id: an
         # empty one is not checked, a wrong one is refused.
-        await self._check(context, request.cluster_id or self._cluster_id, [])
+        await self._check(context, request.cluster_id or self._cluster_id, [], request=request)
         return describe_quorum(
             self._driver, self._addresses, request.include_image_digest, self._directory_id
         )
@@ -554,11 +573,13 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         cluster_id: str,
         addresses: Mapping[int, str],
         validate_record: Callable[[bytes], str | None] | None = None,
+        access: AccessControl | None = None,
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
         self._addresses = dict(addresses)
         self._validate_record = validate_record
+        self._access = access or open_access()
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
         hint = leader_hint(self._driver, self._addresses, leader_id)
@@ -587,6 +608,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             await context.abort_with_status(
                 foreign_cluster_status(request.cluster_id, self._cluster_id)
             )
+        await self._access.check(context, request)
         if not request.records:
             await context.abort_with_status(
                 rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
@@ -606,6 +628,8 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             result = await self._driver.propose(list(request.records))
         except NotLeaderError as err:
             await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalOutcomeUnknown as err:
+            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
         except ProposalFailed:
             await context.abort_with_status(self._not_leader(self._driver.leader_id))
         return pb.WriteResponse(

@@ -363,8 +363,8 @@ class Simulation:
             self._log("heal network")
         elif action == "crash":
             live = [n for n in self.nodes.values() if n.alive]
-            leaders = [n for n in live if n.core and n.core.role is Role.LEADER]
-            pool = leaders if leaders and self.rng.random() < 0.5 else live
+            leading = [n for n in live if n.core and n.core.role is Role.LEADER]
+            pool = leading if leading and self.rng.random() < 0.5 else live
             if len(live) > 1 and pool:
                 self._crash(self.rng.choice(pool))
         else:

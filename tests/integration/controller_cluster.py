@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
+from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
 from quorum.gen import raft_pb2 as pb
 
@@ -82,6 +83,7 @@ class Cluster:
     procs: dict[int, Proc] = field(default_factory=dict)
     extra: dict[str, str] = field(default_factory=dict)
     brokers: dict[int, Proc] = field(default_factory=dict)
+    client_tls: TlsSettings | None = None  # what the test's own clients present
 
     @classmethod
     def create(
@@ -90,6 +92,7 @@ class Cluster:
         voters: int = 3,
         observers: int = 0,
         extra: Mapping[str, str] | None = None,
+        node_extra: Mapping[int, Mapping[str, str]] | None = None,
     ) -> Cluster:
         cluster_id = quorumctl("storage", "random-uuid").stdout.strip()
         assert len(cluster_id) == 22, cluster_id
@@ -117,6 +120,7 @@ class Cluster:
                 "metadata.log.dir": str(proc.data_dir),
                 "metrics.listener": f"http://127.0.0.1:{proc.metrics_port}",
                 **cluster.extra,
+                **(node_extra or {}).get(node_id, {}),
             }
             proc.config.write_text(render_properties(props))
             cluster.format(node_id)
@@ -214,7 +218,7 @@ class Cluster:
         return [p.address for p in self.procs.values()]
 
     def client(self) -> QuorumClient:
-        return QuorumClient(self.voter_addresses(), self.cluster_id)
+        return QuorumClient(self.voter_addresses(), self.cluster_id, tls=self.client_tls)
 
     # ------------------------------------------------------------ observations
 
@@ -285,7 +289,7 @@ class Cluster:
         bootstrap = [active] + [a for a in self.voter_addresses() if a != active]
 
         async def go() -> Any:
-            client = AdminClient(bootstrap, self.cluster_id)
+            client = AdminClient(bootstrap, self.cluster_id, tls=self.client_tls)
             try:
                 return await getattr(client, kind)(method, request, deadline_s=deadline_s)
             finally:

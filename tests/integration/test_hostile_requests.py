@@ -121,3 +121,22 @@ def test_malformed_bytes_are_an_invalid_request_logged_once(cluster: Cluster, me
     assert "Traceback" not in log
     assert log.count("malformed") <= 3  # rate-limited, not one line per request
     assert epochs(cluster) == before
+
+
+def test_a_request_naming_the_receiver_as_its_sender_is_refused(cluster: Cluster) -> None:
+    """A forged BeginQuorumEpoch or Vote naming the receiving node would make it
+    follow or vote for itself."""
+    before = epochs(cluster)
+    for node_id, proc in cluster.procs.items():
+        for method, request in (
+            ("BeginQuorumEpoch", pb.BeginQuorumEpochRequest(
+                cluster_id=cluster.cluster_id, leader_epoch=before[node_id][0], leader_id=node_id)),
+            ("Vote", pb.VoteRequest(
+                cluster_id=cluster.cluster_id, candidate_epoch=before[node_id][0] + 1,
+                candidate_id=node_id, last_offset_epoch=10**6, last_offset=10**12)),
+        ):  # fmt: skip
+            answer = raw_call(proc.address, method, request.SerializeToString())
+            assert isinstance(answer, grpc.RpcError)
+            err = wire_error(answer)
+            assert err.error is ErrorCode.INVALID_REQUEST and "names this node" in err.message
+    assert epochs(cluster) == before

@@ -82,9 +82,8 @@ def test_kafkas_file_starts_and_says_what_it_ignores(tmp_path: Path) -> None:
         text = log_file.read_text()
         assert "WARNING" in text
         assert (
-            "ignoring 5 Kafka properties this controller does not use: "
-            "listener.security.protocol.map, log.retention.hours, num.io.threads, "
-            "num.network.threads, num.partitions"
+            "ignoring 4 Kafka properties this controller does not use: "
+            "log.retention.hours, num.io.threads, num.network.threads, num.partitions"
         ) in text
         values = text.split("ControllerConfig values", 1)[1]
         assert f"\tmetadata.log.dir = {tmp_path / 'kraft-controller-logs'}" in values

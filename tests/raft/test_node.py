@@ -367,3 +367,19 @@ def test_no_election_starts_at_the_last_epoch_that_fits_the_wire() -> None:
         assert not sent(effects, VoteRequest)
     with pytest.raises(AssertionError, match="MAX_EPOCH"):
         voter.on_message(2, VoteRequest(MAX_EPOCH + 1, 2, 0, 0, pre_vote=False), 0)
+
+
+def test_a_vote_survives_learning_of_a_leader_in_the_same_epoch() -> None:
+    """A FetchResponse naming a leader in the epoch this node voted in (even a
+    forged one naming the node itself) must not clear the vote: it would let the
+    node vote twice in one epoch."""
+    voter = node(3)
+    voter.on_message(1, VoteRequest(1, 1, 0, 0, pre_vote=False), 0)
+    voter.poll(0)
+    assert voter.voted_for == 1
+    voter.on_message(2, FetchResponse(1, 3, 0, 0), 0)
+    voter.poll(0)
+    assert (voter.epoch, voter.voted_for) == (1, 1)
+    voter.on_message(2, VoteRequest(1, 2, 0, 0, pre_vote=False), 0)
+    answers = [e.message for e in sent(voter.poll(0), VoteResponse)]
+    assert [a.vote_granted for a in answers] == [False]

@@ -143,8 +143,10 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "metrics.listener",
         "metadata.snapshot.retain.count",
         "log.level",
+        "admin.request.rate.per.client",
+        "admin.request.burst.per.client",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 22 + len(LIMIT_PROPERTIES)
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 32 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:

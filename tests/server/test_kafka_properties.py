@@ -117,3 +117,11 @@ def test_contradicting_timeouts_are_all_reported() -> None:
 def test_the_ignored_list_never_shadows_a_key_we_use() -> None:
     assert not set(KAFKA_IGNORED_KEYS) & set(KNOWN_KEYS)
     assert len(set(KAFKA_IGNORED_KEYS)) == len(KAFKA_IGNORED_KEYS)
+
+
+def test_security_keys_we_do_not_implement_are_refused_not_ignored() -> None:
+    props = {**KAFKA_CONTROLLER_PROPERTIES, "ssl.keystore.location": "/etc/kafka/ks.jks"}
+    with pytest.raises(ConfigError) as info:
+        parse_config(props)
+    assert info.value.key == "ssl.keystore.location"
+    assert "unknown property" in str(info.value)

@@ -1,0 +1,154 @@
+"""What every part of the node shares: its state, its effects and the one place
+where the state changes.
+
+`RaftNode` is put together from `Elections`, `Leading` and `Following`, each a
+module of one idea; they all build on `NodeBase`, which holds the current role
+state (`quorum/raft/states.py`) and `_transition`, the only method that replaces
+it. `_transition` consults the transition table (`quorum/raft/transitions.py`),
+persists the quorum state when it changed, and reports the new role.
+"""
+
+from __future__ import annotations
+
+from quorum.raft.config import RaftConfig, RandomSource
+from quorum.raft.effects import (
+    Effect,
+    FlushLog,
+    HighWatermarkChanged,
+    PersistQuorumState,
+    Role,
+    RoleChanged,
+)
+from quorum.raft.log import RaftLog
+from quorum.raft.messages import MAX_EPOCH
+from quorum.raft.states import NEVER, EpochState, FollowerState, LeaderState, UnattachedState
+from quorum.raft.transitions import Transition, Trigger, check_transition
+
+
+class NodeBase:
+    """Shared state and primitives of the Raft core; see `RaftNode` for the API."""
+
+    config: RaftConfig
+    log: RaftLog
+    state: EpochState
+    high_watermark: int
+    flushed_end: int
+
+    def __init__(self, config: RaftConfig, rng: RandomSource, log: RaftLog) -> None:
+        self.config = config
+        self._rng = rng
+        self._voters = config.voters
+        self._me = config.node_id
+        self.log = log
+        snapshot = log.snapshot_id
+        self.high_watermark = snapshot.end_offset if snapshot else 0
+        self.flushed_end = log.end_offset
+        # Bumped whenever the log loses entries, so a flush that completes
+        # afterwards cannot vouch for entries written after it (FlushLog).
+        self._log_generation = 0
+        self._last_prevote_at = NEVER
+        # A snapshot download outlives role changes: the driver reports back.
+        self._awaiting_snapshot = False
+        self._effects: list[Effect] = []
+
+    # ------------------------------------------------------------ role views
+
+    @property
+    def role(self) -> Role:
+        return self.state.role
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.state.leader_id
+
+    @property
+    def voted_for(self) -> int | None:
+        return self.state.voted_for
+
+    # ------------------------------------------------------------ transitions
+
+    def _transition(self, trigger: Trigger, new: EpochState, now: int) -> None:
+        """The one place the role changes. The table must allow it; the quorum
+        state is persisted (before any message of the new epoch) if it changed."""
+        old = self.state
+        check_transition(
+            Transition(old.role, trigger, new.role, old.epoch, new.epoch, self.config.is_voter)
+        )
+        if (new.epoch, new.voted_for, new.leader_id) != (old.epoch, old.voted_for, old.leader_id):
+            self._effects.append(PersistQuorumState(new.epoch, new.voted_for, new.leader_id))
+        self.state = new
+        self._effects.append(RoleChanged(new.role, new.epoch, new.leader_id))
+        if isinstance(new, FollowerState):
+            self._send_fetch(now)
+
+    def _unattached(self, epoch: int, voted_for: int | None, now: int) -> UnattachedState:
+        return UnattachedState(epoch, voted_for, None, now + self._election_timeout())
+
+    def _follower(
+        self, epoch: int, leader_id: int, voted_for: int | None, now: int
+    ) -> FollowerState:
+        deadline = now + self.config.fetch_timeout_ms
+        return FollowerState(epoch, voted_for, leader_id, deadline, last_leader_contact=now)
+
+    def _adopt_epoch(self, epoch: int, leader_id: int | None, now: int) -> None:
+        """Another node proved a higher epoch exists (or named our epoch's leader): join it."""
+        trigger = Trigger.HIGHER_EPOCH if epoch > self.epoch else Trigger.LEADER_DISCOVERED
+        # A vote cast in this same epoch stands: dropping it would let this node
+        # vote again in the epoch it already voted in.
+        voted = self.voted_for if epoch == self.epoch else None
+        if leader_id is not None and leader_id != self._me:
+            self._transition(trigger, self._follower(epoch, leader_id, voted, now), now)
+        else:
+            self._transition(trigger, self._unattached(epoch, voted, now), now)
+
+    def _follow(self, epoch: int, leader_id: int, now: int) -> None:
+        """A leader announced itself (BeginQuorumEpoch): a vote in its epoch stands."""
+        voted = self.voted_for if epoch == self.epoch else None
+        self._transition(
+            Trigger.BEGIN_QUORUM_EPOCH, self._follower(epoch, leader_id, voted, now), now
+        )
+
+    # ------------------------------------------------------------------ timers
+
+    def _election_timeout(self) -> int:
+        base = self.config.election_timeout_ms
+        return base + self._rng.randrange(0, base + 1)
+
+    def _backoff(self) -> int:
+        return self._rng.randrange(0, self.config.election_backoff_max_ms + 1)
+
+    def _epochs_exhausted(self, now: int) -> bool:
+        """At `MAX_EPOCH` no election can name a successor epoch that fits the
+        wire; the node waits for a leader instead of overflowing."""
+        if self.epoch < MAX_EPOCH:
+            return False
+        self.state.deadline = now + self.config.election_timeout_ms
+        return True
+
+    # -------------------------------------------------------------- the log
+
+    def _flush_effect(self) -> FlushLog:
+        return FlushLog(self.log.end_offset, self._log_generation)
+
+    def _set_high_watermark(self, high_watermark: int) -> None:
+        if high_watermark > self.high_watermark:
+            self.high_watermark = high_watermark
+            self._effects.append(HighWatermarkChanged(high_watermark))
+
+    def _leader_state(self) -> LeaderState:
+        state = self.state
+        if not isinstance(state, LeaderState):
+            raise AssertionError(f"leader-only step taken as {state.role.value}")
+        return state
+
+    # ------------------------------------------- provided by the other parts
+
+    def _send_fetch(self, now: int) -> None:
+        raise NotImplementedError  # Following
+
+    def _become_leader(self, now: int) -> None:
+        raise NotImplementedError  # Leading
