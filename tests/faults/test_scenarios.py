@@ -464,9 +464,18 @@ def acls(count: int, start: int) -> api.CreateAclsRequest:
 
 
 def snapshot_bytes(data_dir: Path) -> int:
+    """The newest snapshot's size on disk. Retention may delete a snapshot (or a
+    file of one) while we walk, so vanished entries are skipped and retried."""
     snapshots = data_dir / "__cluster_metadata-0" / "snapshots"
-    newest = max((d for d in snapshots.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime)
-    return sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
+    for _ in range(20):
+        try:
+            newest = max(
+                (d for d in snapshots.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime
+            )
+            return sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError(f"snapshots under {snapshots} kept vanishing")
 
 
 def test_6_snapshot_transfer_over_a_bandwidth_limited_link(

@@ -232,6 +232,8 @@ def test_a_controller_failover_fences_no_live_broker(cluster: Cluster) -> None:
 
 
 def test_a_broker_below_the_log_start_loads_a_snapshot(cluster: Cluster) -> None:
+    wait_online(cluster, 13)  # run alone, the agent may still be starting
+    cluster.wait_until(lambda: caught_up(cluster, 13), 10, "broker 13 caught up")
     proc = cluster.brokers[13]
     assert proc.popen is not None
     proc.popen.send_signal(signal.SIGTERM)
