@@ -9,9 +9,14 @@ PROTOS := $(wildcard proto/*.proto)
 GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
 
-.PHONY: run sim test setup proto lint bench clean
+.PHONY: run sim test setup proto lint bench clean java
 
-setup: $(STAMP) $(GEN_STAMP)
+setup: $(STAMP) $(GEN_STAMP) java
+
+# Spark (the analytics) runs on a JVM: Java 17+, from apt when there is none.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "installing a Java runtime with apt (for Spark)"; \
+	  apt-get update -qq && apt-get install -y -qq default-jre-headless; }
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'

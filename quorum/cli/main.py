@@ -18,6 +18,7 @@ from quorum.cli.brokers import brokers_group
 from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.features import features_group
+from quorum.cli.log_export import export_command
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
 from quorum.cli.shell import metadata_group
@@ -54,6 +55,7 @@ cli.add_command(brokers_group)
 cli.add_command(elect_leaders)
 cli.add_command(features_group)
 cli.add_command(log_group)
+log_group.add_command(export_command)
 cli.add_command(snapshot_group)
 cli.add_command(metadata_group)
 
