@@ -11,6 +11,7 @@ second however large the log was:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -72,8 +73,9 @@ def commit_rate(report: Path) -> Path:
     events = _table(report, "events")
     origin = _origin(report)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.step((rate["window_start_ms"] - origin) / 1000, rate["records_per_s"], where="post",
-            color="tab:blue", label="committed records/s")  # fmt: skip
+    window_s = json.loads((report / "summary.json").read_text())["window_s"]
+    ax.bar((rate["window_start_ms"] - origin) / 1000, rate["records_per_s"], width=window_s,
+           align="edge", color="tab:blue", alpha=0.6, label="committed records/s")  # fmt: skip
     seen: set[str] = set()
     for _, e in events.iterrows():
         style = EVENT_STYLE.get((e["source"], e["event"]))

@@ -26,28 +26,14 @@ has its own clock) and per window of the controller's clock.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 QUANTUM_MS = 1.0
 
 
-def exchanges(fetches: DataFrame, applies: DataFrame) -> DataFrame:
-    """Every exchange: the fetches table, and for brokers that have none there (an
-    agent that kept no events file) the distinct exchanges their apply rows name."""
-    cols = ["broker_id", "controller_id", "fetch_send_time_ms", "controller_receive_time_ms",
-            "controller_send_time_ms", "receive_time_ms"]  # fmt: skip
-    known = F.broadcast(fetches.select("broker_id").distinct())
-    from_applies = (
-        applies.where(F.col("fetch_send_time_ms").isNotNull())
-        .join(known, "broker_id", "left_anti")
-        .select(*cols)
-        .dropDuplicates(cols[:1] + cols[2:])
-    )
-    return fetches.select(*cols).unionByName(from_applies)
-
-
 def samples(exchange: DataFrame, window_ms: int) -> DataFrame:
+    """One row per exchange: its window, NTP estimate, delay and interval."""
     t1, t2 = F.col("fetch_send_time_ms"), F.col("controller_receive_time_ms")
     t3, t4 = F.col("controller_send_time_ms"), F.col("receive_time_ms")
     return exchange.select(
@@ -66,25 +52,26 @@ def window_start(t: Column, window_ms: int) -> Column:
 
 
 def estimate(sample: DataFrame, keys: list[str]) -> DataFrame:
-    """offset_ms and uncertainty_ms per group of `keys` (see the module docstring)."""
-    bounds = sample.groupBy(*keys).agg(
-        F.max("low").alias("low"),
-        F.min("high").alias("high"),
-        F.count("*").alias("samples"),
-        F.expr("percentile(delay, 0.25)").alias("delay_q1"),
-        F.min("delay").alias("min_delay_ms"),
-    )
-    fastest = (
-        sample.join(bounds.select(*keys, "delay_q1"), keys)
-        .where(F.col("delay") <= F.col("delay_q1"))
+    """offset_ms and uncertainty_ms per group of `keys` (see the module docstring).
+
+    One pass: the group's delay quartile comes from a window over the group,
+    and the clock filter's medians are taken over the rows under it."""
+    group = Window.partitionBy(*keys)
+    fast = F.col("delay") <= F.col("delay_q1")
+    bounds = (
+        sample.withColumn("delay_q1", F.expr("percentile(delay, 0.25)").over(group))
         .groupBy(*keys)
         .agg(
-            F.expr("percentile(theta, 0.5)").alias("filter_offset"),
-            F.expr("percentile(delay, 0.5)").alias("filter_delay"),
+            F.max("low").alias("low"),
+            F.min("high").alias("high"),
+            F.count("*").alias("samples"),
+            F.min("delay").alias("min_delay_ms"),
+            F.percentile(F.when(fast, F.col("theta")), 0.5).alias("filter_offset"),
+            F.percentile(F.when(fast, F.col("delay")), 0.5).alias("filter_delay"),
         )
     )
     consistent = F.col("low") <= F.col("high")
-    return bounds.join(fastest, keys).select(
+    return bounds.select(
         *keys,
         F.when(consistent, (F.col("low") + F.col("high")) / 2)
         .otherwise(F.col("filter_offset"))

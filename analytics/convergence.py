@@ -81,7 +81,7 @@ def session(master: str, app_name: str = "quorum-convergence") -> SparkSession:
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", os.environ.get("QUORUM_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.sql.shuffle.partitions", os.environ.get("QUORUM_SHUFFLE_PARTITIONS", "4"))
         .config("spark.driver.host", os.environ["SPARK_LOCAL_IP"])
         .config("spark.driver.bindAddress", os.environ["SPARK_LOCAL_IP"])
         .config("spark.driver.memory", os.environ.get("QUORUM_DRIVER_MEMORY", "2g"))
@@ -126,7 +126,7 @@ def run(
         )
 
     # Clock offsets: per broker, controller and window, and per broker and controller.
-    sample = clock_offsets.samples(clock_offsets.exchanges(fetches, raw), offset_window_ms)
+    sample = clock_offsets.samples(fetches, offset_window_ms)
     sample = sample.persist()
     windowed = clock_offsets.estimate(
         sample, ["broker_id", "controller_id", "window_start_ms"]
@@ -139,44 +139,10 @@ def run(
         .persist()
     )
 
-    # Every apply, corrected; a record applied twice (a replay after a crash) counts once.
+    # Every apply, corrected; a record applied twice (a replay after a crash) counts
+    # once. Offsets and commits are small: broadcast, so the applies never shuffle.
     key = F.coalesce(
         "controller_receive_time_ms", F.col("apply_time_ms") + F.col("trace_clock_offset_ms")
-    )
-    applies = (
-        raw.select(
-            "broker_id", "offset", "record_type", "state", "apply_time_ms",
-            F.col("commit_time_ms").alias("sent_commit_ms"), "trace_clock_offset_ms",
-            F.coalesce("controller_id", F.lit(-1)).alias("controller_id"),
-            clock_offsets.window_start(key, offset_window_ms).alias("window_start_ms"),
-        )
-        .join(
-            windowed.select("broker_id", "controller_id", "window_start_ms",
-                            F.col("offset_ms").alias("w_off"),
-                            F.col("uncertainty_ms").alias("w_unc")),
-            ["broker_id", "controller_id", "window_start_ms"], "left",
-        )
-        .join(
-            overall.select("broker_id", "controller_id", F.col("offset_ms").alias("b_off"),
-                           F.col("uncertainty_ms").alias("b_unc")),
-            ["broker_id", "controller_id"], "left",
-        )
-        .select(
-            "broker_id", "offset", "record_type", "state", "sent_commit_ms",
-            F.coalesce("w_off", "b_off", "trace_clock_offset_ms").alias("offset_ms"),
-            F.coalesce("w_unc", "b_unc").alias("uncertainty_ms"),
-            (F.col("apply_time_ms") + F.coalesce("w_off", "b_off", "trace_clock_offset_ms"))
-            .alias("apply_ms"),
-        )
-    )  # fmt: skip
-    first = F.min(
-        F.struct("apply_ms", "sent_commit_ms", "offset_ms", "uncertainty_ms", "state")
-    ).alias("first")
-    # Partitioned by offset once: the dedup and the join with the log share it.
-    deduped = (
-        applies.repartition("offset")
-        .groupBy("offset", "broker_id", "record_type")
-        .agg(first, F.count("*").alias("times_applied"))
     )
     commits = log.select(
         "offset",
@@ -184,15 +150,36 @@ def run(
         F.coalesce("commit_time_ms", "append_time_ms").alias("commit_clock_ms"),
         F.col("record_type").alias("log_record_type"),
     ).persist()
+    offset_ms = F.coalesce("w_off", "b_off", "trace_clock_offset_ms")
     applied = (
-        deduped.join(commits, "offset", "left")
+        raw.where(~F.col("replay"))
         .select(
-            "broker_id", "offset", "record_type", "times_applied",
-            F.col("first.apply_ms").alias("apply_ms"),
-            F.col("first.offset_ms").alias("offset_ms"),
-            F.col("first.uncertainty_ms").alias("uncertainty_ms"),
-            F.col("first.state").alias("state"),
-            F.coalesce("first.sent_commit_ms", "log_commit_ms").alias("commit_ms"),
+            "broker_id", "offset", "record_type", "state", "apply_time_ms",
+            "commit_time_ms", "trace_clock_offset_ms",
+            F.coalesce("controller_id", F.lit(-1)).alias("controller_id"),
+            clock_offsets.window_start(key, offset_window_ms).alias("window_start_ms"),
+        )
+        .join(
+            F.broadcast(windowed.select(
+                "broker_id", "controller_id", "window_start_ms",
+                F.col("offset_ms").alias("w_off"), F.col("uncertainty_ms").alias("w_unc"),
+            )),
+            ["broker_id", "controller_id", "window_start_ms"], "left",
+        )
+        .join(
+            F.broadcast(overall.select(
+                "broker_id", "controller_id", F.col("offset_ms").alias("b_off"),
+                F.col("uncertainty_ms").alias("b_unc"),
+            )),
+            ["broker_id", "controller_id"], "left",
+        )
+        .join(F.broadcast(commits), "offset", "left")
+        .select(
+            "broker_id", "offset", "record_type", "state",
+            (F.col("apply_time_ms") + offset_ms).alias("apply_ms"),
+            offset_ms.alias("offset_ms"),
+            F.coalesce("w_unc", "b_unc").alias("uncertainty_ms"),
+            F.coalesce("commit_time_ms", "log_commit_ms").alias("commit_ms"),
             F.col("log_record_type").isNotNull().alias("matched"),
         )
         .withColumn("lag_ms", F.col("apply_ms") - F.col("commit_ms"))
@@ -320,20 +307,22 @@ def catch_up_episodes(events: DataFrame, commits: DataFrame, applied: DataFrame)
 
 
 def behind_periods(lagged: DataFrame, threshold_ms: float) -> DataFrame:
-    """Runs of consecutive records (by offset) a broker applied more than
-    `threshold_ms` after they committed: from the first one's commit to the
-    last one's apply."""
-    order = Window.partitionBy("broker_id").orderBy("offset")
+    """When a broker's lag passed `threshold_ms`: each late record keeps its broker
+    behind from its commit to its apply, and overlapping spans are one period.
+    Only the late records are sorted, not the whole trace."""
+    late = lagged.where(F.col("lag_ms") > threshold_ms).select(
+        "broker_id", "offset", "commit_ms", "apply_ms", "lag_ms"
+    )
+    order = Window.partitionBy("broker_id").orderBy("commit_ms", "offset")
+    before = order.rowsBetween(Window.unboundedPreceding, -1)
     running = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    marked = lagged.select(
-        "broker_id", "offset", "commit_ms", "apply_ms", "lag_ms",
-        (F.col("lag_ms") > threshold_ms).alias("behind"),
-    ).withColumn("prev", F.lag("behind").over(order))  # fmt: skip
-    starts = (F.col("behind") & F.coalesce(~F.col("prev"), F.lit(True))).cast("int")
-    islands = marked.withColumn("island", F.sum(starts).over(running))
+    reach = F.col("reach")
+    starts = (reach.isNull() | (F.col("commit_ms") > reach)).cast("int")
     return (
-        islands.where("behind")
-        .groupBy("broker_id", "island")
+        late.withColumn("reach", F.max("apply_ms").over(before))
+        .withColumn("starts", starts)
+        .withColumn("period", F.sum("starts").over(running))
+        .groupBy("broker_id", "period")
         .agg(
             F.min("commit_ms").alias("start_ms"),
             F.max("apply_ms").alias("end_ms"),
@@ -341,7 +330,7 @@ def behind_periods(lagged: DataFrame, threshold_ms: float) -> DataFrame:
             F.max("lag_ms").alias("max_lag_ms"),
         )
         .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
-        .drop("island")
+        .drop("period")
         .persist()
     )
 
@@ -351,12 +340,12 @@ def _counts(log: DataFrame, raw: DataFrame, applied: DataFrame) -> dict[str, int
         F.count("*").alias("applied_records"),
         F.sum(F.col("matched").cast("int")).alias("matched_to_commit"),
         F.sum(F.col("lag_ms").isNotNull().cast("int")).alias("with_commit_time"),
-        F.sum((F.col("times_applied") > 1).cast("int")).alias("replayed"),
     ).first()
     assert row is not None
     return {
         "committed": log.count(),
         "applies": raw.count(),
+        "replayed": raw.where("replay").count(),
         **{k: int(v or 0) for k, v in row.asDict().items()},
     }
 

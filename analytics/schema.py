@@ -115,6 +115,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "double",
             "the agent's one-exchange estimate of controller minus broker clock",
         ),
+        _c(
+            "replay",
+            "bool",
+            "the broker had applied this offset before: a re-apply after it crashed between "
+            "its trace and its cache flush (analyses count the first)",
+        ),
     ),
     # One row per MetadataFetch exchange (with records or not): clock-offset samples.
     "fetches": (
@@ -125,7 +131,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("controller_send_time_ms", "int64", "controller clock: the answer left"),
         _c("receive_time_ms", "int64", "broker clock: the answer arrived"),
         _c("controller_id", "int32", "the controller that answered"),
-        _c("high_watermark", "int64", "the high watermark in the answer"),
+        _c(
+            "high_watermark",
+            "int64",
+            "the high watermark in the answer; -1: not known "
+            "(an exchange taken from apply rows, for agents that kept no events file)",
+        ),
         _c("records", "int32", "records in the answer"),
     ),
     # Broker lifecycle, as the controllers committed it and as the agents lived it.

@@ -55,17 +55,24 @@ FETCH_TIMEOUT_S = 10.0
 # ------------------------------------------------------------------ identity
 
 
-def cluster_id_of(directory: Path) -> str:
-    """The cluster id `quorumctl storage format` wrote into a node's directory."""
+def _meta(directory: Path, key: str) -> str:
     path = directory / "meta.properties"
     if not path.is_file():
         raise ExportFailed(f"{directory}: not a formatted node directory (no meta.properties)")
     with path.open(encoding="utf-8") as f:
-        props = javaproperties.load(f)
-    cluster_id = props.get("cluster.id", "")
-    if not cluster_id:
-        raise ExportFailed(f"{path}: no cluster.id")
-    return str(cluster_id)
+        value = javaproperties.load(f).get(key, "")
+    if not value:
+        raise ExportFailed(f"{path}: no {key}")
+    return str(value)
+
+
+def cluster_id_of(directory: Path) -> str:
+    """The cluster id `quorumctl storage format` wrote into a node's directory."""
+    return _meta(directory, "cluster.id")
+
+
+def broker_id_of(directory: Path) -> int:
+    return int(_meta(directory, "node.id"))
 
 
 # --------------------------------------------------------------- offline log

@@ -33,6 +33,7 @@ from quorum.cli.export_sources import (
     ApplyRow,
     LogReadReport,
     TraceRun,
+    broker_id_of,
     cluster_id_of,
     describe_leader,
     entity_of,
@@ -58,6 +59,8 @@ class Brokers:
 
     runs: list[TraceRun] = field(default_factory=list)
     events: list[Path] = field(default_factory=list)
+    # Brokers without an events file: their fetch exchanges come from the apply rows.
+    exchanges_from_applies: set[int] = field(default_factory=set)
     committed_end: int = 0  # every offset below it reached some broker: committed
     notes: list[str] = field(default_factory=list)
 
@@ -82,6 +85,8 @@ def survey_brokers(broker_dirs: list[Path], cluster_id: str) -> Brokers:
             found.notes.append(f"{directory}: no {TRACE_FILE}")
         if (directory / EVENTS_FILE).is_file():
             found.events.append(directory / EVENTS_FILE)
+        else:
+            found.exchanges_from_applies.add(broker_id_of(directory))
         cache = directory / "__cluster_metadata-0"
         if cache.is_dir():
             report = LogReadReport()
@@ -116,8 +121,9 @@ def export(
         apply = TableWriter(scratch, "apply", format_)
         fetches = TableWriter(scratch, "fetches", format_)
         lifecycle = TableWriter(scratch, "lifecycle", format_)
-        applies = merged_applies(brokers.runs)
+        applies = mark_replays(merged_applies(brokers.runs))
         pending: ApplyRow | None = next(applies, None)
+        exchanges = ExchangesFromApplies(fetches, brokers.exchanges_from_applies)
         topics: dict[str, str] = {}
         end = committed_end if committed_end is not None else 1 << 62
         for batch in batches:
@@ -128,12 +134,14 @@ def export(
                 commit: int | None = None
                 while pending is not None and pending[1] <= offset:
                     apply.add(pending)
+                    exchanges.note(pending)
                     if pending[1] == offset and pending[6]:
                         commit = pending[6] if commit is None else min(commit, pending[6])
                     pending = next(applies, None)
                 log.add(_log_row(batch, offset, data, commit, topics, lifecycle))
         while pending is not None:
             apply.add(pending)
+            exchanges.note(pending)
             pending = next(applies, None)
         for path in brokers.events:
             for event in read_events(path, cluster_id):
@@ -172,6 +180,38 @@ def export(
             ),
         )
     return totals
+
+
+def mark_replays(applies: Iterator[ApplyRow]) -> Iterator[ApplyRow]:
+    """Each apply row with `replay` appended: whether its broker applied that offset
+    before. The merge puts all applies of one offset together, a broker's earlier
+    runs (earlier in its trace) first, so one small set per offset suffices."""
+    current, seen = -1, set()
+    for row in applies:
+        if row[1] != current:
+            current, seen = row[1], set()
+        yield (*row, row[0] in seen)
+        seen.add(row[0])
+
+
+class ExchangesFromApplies:
+    """Fetch rows for brokers that kept no events file (an older agent): each
+    exchange their apply rows name, once per run of rows that share it."""
+
+    def __init__(self, fetches: TableWriter, brokers: set[int]) -> None:
+        self.fetches = fetches
+        self.brokers = brokers
+        self.last: dict[int, tuple[Any, ...]] = {}
+
+    def note(self, row: ApplyRow) -> None:
+        broker = row[0]
+        if broker not in self.brokers or row[7] is None:
+            return
+        exchange = (row[7], row[8], row[9], row[10], row[11])
+        if self.last.get(broker) != exchange:
+            self.last[broker] = exchange
+            controller = row[11] if row[11] is not None else -1
+            self.fetches.add((broker, row[7], row[8], row[9], row[10], controller, -1, 0))
 
 
 def _log_row(

@@ -79,6 +79,7 @@ def add_broker(
         h.applies.append((
             broker_id, i, 3, h.types[i], "ONLINE", apply_, commit, t1, t2, t3, t4, CONTROLLER,
             float(((t2 - t1) + (t3 - t4)) / 2),
+            False,
         ))  # fmt: skip
         h.fetches.append((broker_id, t1, t2, t3, t4, CONTROLLER, i + 1, 1))
     h.lifecycle.append((broker_id, "registered", "controller", "controller", T0 - 1000, 0, 0))
