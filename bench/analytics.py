@@ -1,27 +1,30 @@
 """Analytics at scale: the export's memory, and the Spark job against pandas and DuckDB.
 
-For each size in `--sizes` (millions of apply-trace rows, default 1,10,30; ten
-brokers, so a tenth as many committed records):
+The exporter (`--export-sizes`, millions of apply-trace rows, default 1,3,10;
+ten brokers, so a tenth as many committed records): synthetic raw data as a
+real run leaves it (a controller directory whose log `FileLogStore` writes in
+batches of 100 records; ten broker directories with `apply-trace.jsonl`,
+lognormal lags, each broker's clock skewed by up to 300 ms, one broker stalling
+for a while, and `broker-events.jsonl` with one fetch exchange per batch), then
+`quorumctl log export` on it as a process: seconds and peak RSS
+(`export_peak_rss_mb`: flat in the log size is the goal).
 
-1. synthetic raw data as a real run leaves it: a controller directory whose
-   log is written by `FileLogStore` (batches of 100 records), and ten broker
-   directories with `apply-trace.jsonl` (lognormal lags, each broker's clock
-   skewed by up to 300 ms, one broker stalling for a while) and
-   `broker-events.jsonl` (one fetch exchange per batch);
-2. `quorumctl log export` on it, as a process: seconds and peak RSS
-   (`export_peak_rss_mb`; flat in the log size is the goal);
-3. `python -m analytics.convergence --master local[2]` on the export, as a
-   process (JVM start included): seconds and rows/s;
-4. the same core computation (clock offsets per broker, controller and window
-   by interval intersection; corrected lags, first apply per record, joined to
-   the commits; exact p50/p95/p99/max per broker and record type and per broker
-   and time window; records/s committed; periods behind) in plain pandas and in
-   DuckDB, each in its own process, pandas stopped if its RSS passes
-   `--pandas-limit-gb`; with the ratios to Spark.
+The analyses (`--sizes`, default 1,10,30): the same data written directly as an
+export (vectorized; the exporter would take minutes to read 30 million JSON
+lines), then
+
+- `python -m analytics.convergence --master local[2]` as a process (JVM start
+  included): seconds and rows/s;
+- the same core computation (clock offsets per broker, controller and window by
+  interval intersection; corrected lags, first apply per record, joined to the
+  commits; exact p50/p95/p99/max per broker and record type and per broker and
+  time window; records/s committed; periods behind) in plain pandas and in
+  DuckDB, each in its own process, pandas stopped if its RSS passes
+  `--pandas-limit-gb`; with the ratios to Spark.
 
 One JSON object per measurement on stdout:
 
-    .venv/bin/python bench/analytics.py [--sizes 1,10,30] [--work DIR]
+    .venv/bin/python bench/analytics.py [--sizes 1,10,30] [--export-sizes 1,3,10]
 """
 
 from __future__ import annotations
@@ -145,6 +148,93 @@ def make_raw(root: Path, records: int, seed: int = 7) -> tuple[Path, list[Path]]
                 })  # fmt: skip
                 frame.to_json(trace, orient="records", lines=True)
     return controller, broker_dirs
+
+
+def make_export(out: Path, records: int, seed: int = 7) -> None:
+    """The export `quorumctl log export` would write for `make_raw`'s data, written
+    directly (vectorized), so the analyses can be timed at sizes whose raw
+    traces would take the exporter long to read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analytics.schema import TABLES, schema_document
+    from quorum.cli.export_writer import arrow_schema, write_schema
+
+    rng = np.random.default_rng(seed)
+    batches = records // BATCH
+    n = batches * BATCH
+    append = T0 + np.arange(batches, dtype=np.int64) * 2
+    commit = append + rng.integers(1, 4, batches)
+    types = np.tile(np.array(["partition_change"] * (BATCH - 1) + ["topic"]), batches)
+    offsets = np.arange(n, dtype=np.int64)
+    out.mkdir(parents=True)
+    counts = {}
+
+    def write(name: str, columns: dict[str, Any], rows: int) -> None:
+        schema = arrow_schema(TABLES[name])
+        (out / name).mkdir()
+        data = {"schema_version": np.full(rows, 1, np.int32), **columns}
+        table = pa.Table.from_pydict({f.name: data[f.name] for f in schema}, schema=schema)
+        pq.write_table(table, out / name / "part-00000.parquet", compression="zstd",
+                       row_group_size=1 << 20)  # fmt: skip
+        counts[name] = counts.get(name, 0) + rows
+
+    rep = lambda a: np.repeat(a, BATCH)  # noqa: E731
+    write("log", {
+        "offset": offsets, "leader_epoch": np.ones(n, np.int32),
+        "batch_base_offset": offsets // BATCH * BATCH, "record_type": types,
+        "control": np.zeros(n, bool), "entity_type": np.full(n, "partition"),
+        "entity": np.full(n, "bench:0"), "topic": np.full(n, "bench"),
+        "partition": (offsets % BATCH).astype(np.int32),
+        "broker_id": pa.nulls(n, pa.int32()), "append_time_ms": rep(append),
+        "commit_time_ms": rep(commit),
+    }, n)  # fmt: skip
+    applies, fetches = [], []
+    for b in range(BROKERS):
+        broker_id = 101 + b
+        skew = int(rng.integers(-300, 301))
+        there, back = rng.integers(0, 3, batches), rng.integers(0, 3, batches)
+        t1, t2, t3, t4 = commit - there - 1 - skew, commit - 1, commit, commit + back - skew
+        stall = np.zeros(batches, dtype=np.int64)
+        if b == 0:
+            first = batches // 3
+            stall[first : first + 500] = np.linspace(1500, 0, min(500, batches - first)).astype(
+                np.int64
+            )
+        lag = np.maximum(rep(back) + 1, rng.lognormal(1.5, 0.6, n).astype(np.int64))
+        applies.append({
+            "broker_id": np.full(n, broker_id, np.int32), "offset": offsets,
+            "leader_epoch": np.ones(n, np.int32), "record_type": types,
+            "state": np.full(n, "ONLINE"), "apply_time_ms": rep(commit) + lag + rep(stall) - skew,
+            "commit_time_ms": rep(commit), "fetch_send_time_ms": rep(t1),
+            "controller_receive_time_ms": rep(t2), "controller_send_time_ms": rep(t3),
+            "receive_time_ms": rep(t4), "controller_id": np.ones(n, np.int32),
+            "trace_clock_offset_ms": rep(((t2 - t1) + (t3 - t4)) / 2), "replay": np.zeros(n, bool),
+        })  # fmt: skip
+        fetches.append({
+            "broker_id": np.full(batches, broker_id, np.int32), "fetch_send_time_ms": t1,
+            "controller_receive_time_ms": t2, "controller_send_time_ms": t3,
+            "receive_time_ms": t4, "controller_id": np.ones(batches, np.int32),
+            "high_watermark": (np.arange(batches) + 1) * BATCH,
+            "records": np.full(batches, BATCH, np.int32),
+        })  # fmt: skip
+    for name, parts, rows in (("apply", applies, n), ("fetches", fetches, batches)):
+        (out / name).mkdir()
+        schema = arrow_schema(TABLES[name])
+        with pq.ParquetWriter(out / name / "part-00000.parquet", schema, compression="zstd") as w:
+            for part in parts:
+                data = {"schema_version": np.full(rows, 1, np.int32), **part}
+                w.write_table(
+                    pa.Table.from_pydict({f.name: data[f.name] for f in schema}, schema=schema),
+                    row_group_size=1 << 20,
+                )
+        counts[name] = rows * BROKERS
+    (out / "lifecycle").mkdir()
+    pq.write_table(pa.Table.from_pylist([], schema=arrow_schema(TABLES["lifecycle"])),
+                   out / "lifecycle" / "part-00000.parquet")  # fmt: skip
+    counts["lifecycle"] = 0
+    write_schema(out, schema_document("parquet", cluster_id=CLUSTER_ID, rows=counts,
+                                      source="bench"))  # fmt: skip
 
 
 # --------------------------------------------------------------- processes
@@ -297,30 +387,38 @@ def duckdb_job(export: Path) -> dict[str, int]:
 # -------------------------------------------------------------------- main
 
 
-def run_size(millions: float, work: Path, pandas_limit_gb: float) -> None:
+def bench_export(millions: float, work: Path) -> None:
+    """The exporter on raw data of this size: seconds and peak RSS."""
     rows = int(millions * 1_000_000)
     records = rows // BROKERS
-    root = work / f"size-{millions:g}"
+    root = work / f"export-{millions:g}"
     shutil.rmtree(root, ignore_errors=True)
-    say(f"[{millions:g}M] generating {records:,} records x {BROKERS} brokers")
-    started = time.monotonic()
+    say(f"[export {millions:g}M] generating {records:,} records x {BROKERS} brokers")
     controller, brokers = make_raw(root / "raw", records)
-    say(f"[{millions:g}M] raw data in {time.monotonic() - started:.0f} s")
-    export = root / "export"
     command = [str(BIN / "quorumctl"), "log", "export", "--dir", str(controller),
-               "--out", str(export)]  # fmt: skip
+               "--out", str(root / "export")]  # fmt: skip
     for b in brokers:
         command += ["--broker-dir", str(b)]
     done = peak_rss_of(command)
     assert done["rc"] == 0, done
     emit(metric="export_peak_rss_mb", value=round(done["rss_mb"], 1), apply_rows=rows,
-         records=records, seconds=round(done["seconds"], 1))  # fmt: skip
-    emit(metric="export_rows_per_s", value=round(rows / done["seconds"]), apply_rows=rows)
-    shutil.rmtree(root / "raw")
-    env_cmd = [sys.executable, "-m", "analytics.convergence", "--input", str(export),
+         records=records, seconds=round(done["seconds"], 1),
+         rows_per_s=round(rows / done["seconds"]))  # fmt: skip
+    shutil.rmtree(root)
+
+
+def bench_analysis(millions: float, work: Path, pandas_limit_gb: float) -> None:
+    """Spark, pandas and DuckDB on a synthetic export of this size."""
+    rows = int(millions * 1_000_000)
+    root = work / f"analysis-{millions:g}"
+    shutil.rmtree(root, ignore_errors=True)
+    say(f"[analysis {millions:g}M] writing the export")
+    export = root / "export"
+    make_export(export, rows // BROKERS)
+    command = [sys.executable, "-m", "analytics.convergence", "--input", str(export),
                "--out", str(root / "report"), "--master", "local[2]"]  # fmt: skip
     os.environ.setdefault("QUORUM_DRIVER_MEMORY", "6g")
-    spark = timed_process(env_cmd)
+    spark = timed_process(command)
     assert spark["rc"] == 0, spark["stderr"][-3000:]
     emit(metric="spark_job_s", value=round(spark["seconds"], 1), apply_rows=rows,
          master="local[2]", rows_per_s=round(rows / spark["seconds"]))  # fmt: skip
@@ -342,7 +440,12 @@ def run_size(millions: float, work: Path, pandas_limit_gb: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", default="1,10,30", help="millions of apply rows")
+    parser.add_argument(
+        "--sizes", default="1,10,30", help="millions of apply rows for the analyses"
+    )
+    parser.add_argument(
+        "--export-sizes", default="1,3,10", help="millions of apply rows for the exporter's RSS"
+    )
     parser.add_argument("--work", type=Path, default=None, help="scratch directory")
     parser.add_argument("--pandas-limit-gb", type=float, default=10.0)
     parser.add_argument("--pandas-child", type=Path, help=argparse.SUPPRESS)
@@ -357,8 +460,10 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     work = args.work or Path(tempfile.mkdtemp(prefix="analytics-bench-"))
     try:
-        for size in args.sizes.split(","):
-            run_size(float(size), work, args.pandas_limit_gb)
+        for size in filter(None, args.export_sizes.split(",")):
+            bench_export(float(size), work)
+        for size in filter(None, args.sizes.split(",")):
+            bench_analysis(float(size), work, args.pandas_limit_gb)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -331,24 +332,19 @@ def lifecycle_of(record: md.MetadataRecord, kind: str) -> list[tuple[int, str, i
 
 
 ApplyRow = tuple[Any, ...]  # the apply table's columns, in order
+_decode = json.JSONDecoder().decode
 
 
 def _bad_line(path: Path, number: int, detail: str) -> ExportFailed:
     return ExportFailed(f"{path}, line {number}: {detail}; nothing was exported")
 
 
+_OFFSET = re.compile(rb'"offset":(-?\d+)')
+
+
 def _offset_of(line: bytes) -> int | None:
-    at = line.find(b'"offset":')
-    if at < 0:
-        return None
-    start = at + 9
-    end = start
-    while end < len(line) and (line[end : end + 1].isdigit() or line[end : end + 1] == b"-"):
-        end += 1
-    try:
-        return int(line[start:end])
-    except ValueError:
-        return None
+    found = _OFFSET.search(line)
+    return int(found.group(1)) if found else None
 
 
 @dataclass(frozen=True)
@@ -407,7 +403,7 @@ def read_run(run: TraceRun) -> Iterator[ApplyRow]:
             if not line.strip():
                 continue
             try:
-                r = json.loads(line)
+                r = _decode(line.decode())
                 commit = r.get("commit_time_ms") or None
                 yield (
                     int(r["broker_id"]),

@@ -1,5 +1,5 @@
 """One Spark session for every analytics test that needs one (a cold one costs
-seconds): they all live in `test_convergence.py`, so with `--dist loadscope`
+seconds): they all live in `test_convergence_spark.py`, so with `--dist loadscope`
 one worker, one JVM. Spark binds to loopback only."""
 
 from __future__ import annotations
