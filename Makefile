@@ -10,9 +10,14 @@ GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
 HELM := .tools/bin/helm
 
-.PHONY: run sim test setup proto lint bench clean promtool
+.PHONY: run sim test setup proto lint bench clean promtool java
 
-setup: $(STAMP) $(GEN_STAMP) $(HELM)
+setup: $(STAMP) $(GEN_STAMP) $(HELM) java
+
+# Spark (the analytics) runs on a JVM: Java 17+, from apt when there is none.
+java:
+	@command -v java >/dev/null 2>&1 || { echo "installing a Java runtime with apt (for Spark)"; \
+	  apt-get update -qq && apt-get install -y -qq default-jre-headless; }
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker_agent.apply_trace import ApplyTrace, clock_offset_ms
+from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
@@ -42,6 +42,13 @@ log = logging.getLogger("broker_agent")
 State = bpb.BrokerState
 OFFLINE, FENCED, ONLINE, STOPPING = bpb.OFFLINE, bpb.FENCED, bpb.ONLINE, bpb.STOPPING
 STATE_NAMES = {OFFLINE: "OFFLINE", FENCED: "FENCED", ONLINE: "ONLINE", STOPPING: "STOPPING"}
+# The lifecycle event each state change is recorded as in the trace's events file.
+TRANSITION_EVENTS = {
+    (ONLINE, FENCED): "fenced",
+    (FENCED, ONLINE): "unfenced",
+    (ONLINE, STOPPING): "controlled_shutdown",
+    (FENCED, STOPPING): "controlled_shutdown",
+}
 RETRY_PAUSE_S = 0.1
 STOPPING_WAIT_MS = 100
 SNAPSHOT_CHUNK_BYTES = 1 << 20
@@ -117,12 +124,25 @@ class BrokerAgent:
                 STATE_NAMES[self.state],
                 STATE_NAMES[state],
             )
+            kind = TRANSITION_EVENTS.get((self.state, state), "stopped" if state == OFFLINE else "")
             self.state = state
+            if kind:
+                self._event(kind)
+
+    def _event(self, kind: str, **fields: object) -> None:
+        """A lifecycle event for the analytics (see `broker_agent/apply_trace.py`)."""
+        if self.trace is not None:
+            self.trace.event(
+                kind, wall_clock_ms(), state=STATE_NAMES[self.state],
+                broker_epoch=self.stats.broker_epoch, offset=self.cache.next_offset, **fields,
+            )  # fmt: skip
 
     # ------------------------------------------------------------ main loop
 
     async def run(self) -> int:
         """Until stopped; 0 when the controller completed the controlled shutdown."""
+        self._event("restarted" if self.cache.next_offset > 0 else "started",
+                    incarnation_id=self.incarnation_id)  # fmt: skip
         if not await self._register():
             return 0
         self._set_state(FENCED)
@@ -190,6 +210,7 @@ class BrokerAgent:
                 continue
             self.stats.broker_epoch = reply.broker_epoch
             self._last_ok = time.monotonic()
+            self._event("registered", incarnation_id=self.incarnation_id)
             log.info(
                 "broker %d registered with epoch %d (incarnation %s)",
                 self.config.node_id,
@@ -237,6 +258,15 @@ class BrokerAgent:
             observe(seconds)
         self._last_ok = time.monotonic()
         self.stats.high_watermark = response.high_watermark
+        exchange = FetchExchange(
+            request.broker_send_time_ms,
+            response.controller_receive_time_ms,
+            response.controller_send_time_ms,
+            received_ms,
+            response.controller_id,
+        )
+        self._event("fetch", **exchange.fields(), high_watermark=response.high_watermark,
+                    records=sum(len(b.records) for b in response.batches))  # fmt: skip
         if response.HasField("load_snapshot"):
             await self._load_snapshot(response.load_snapshot)
             return response
@@ -247,7 +277,7 @@ class BrokerAgent:
                 response.controller_send_time_ms,
                 received_ms,
             )
-            await self._apply(response, received_ms, offset)
+            await self._apply(response, received_ms, offset, exchange)
         return response
 
     async def _fetch_or_stop(
@@ -292,7 +322,11 @@ class BrokerAgent:
         await self._pause(RETRY_PAUSE_S)
 
     async def _apply(
-        self, response: bpb.MetadataFetchResponse, received_ms: int, offset_ms: float
+        self,
+        response: bpb.MetadataFetchResponse,
+        received_ms: int,
+        offset_ms: float,
+        exchange: FetchExchange | None = None,
     ) -> None:
         batches = [
             Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms, b.control)
@@ -314,7 +348,10 @@ class BrokerAgent:
                 for observe in self.stats.on_apply_lag:
                     observe(lag)
         if self.trace is not None:
-            self.trace.write(applied, commit_times, received_ms, apply_ms, offset_ms)
+            self.trace.write(
+                applied, commit_times, received_ms, apply_ms, offset_ms, exchange,
+                STATE_NAMES[self.state],
+            )  # fmt: skip
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.cache.flush)
         self._maybe_snapshot()
@@ -341,6 +378,7 @@ class BrokerAgent:
             await self._pending_snapshot
         snapshot_id = SnapshotId(ref.end_offset, ref.epoch)
         log.info("broker %d: loading snapshot %s from the controller", self.config.node_id, ref)
+        self._event("snapshot_load_started", snapshot_end_offset=ref.end_offset)
         position, receiver = 0, None
         loop = asyncio.get_running_loop()
         started = time.monotonic()
@@ -378,6 +416,7 @@ class BrokerAgent:
         self.stats.snapshots_loaded += 1
         for observe in self.stats.on_snapshot_load:
             observe(time.monotonic() - started)
+        self._event("snapshot_loaded", snapshot_end_offset=ref.end_offset)
 
     # ------------------------------------------------------------------ ISR
 

@@ -83,7 +83,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             file=sys.stderr,
         )
         return EXIT_STARTUP
-    trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id)
+    trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace)
     metrics = AgentMetrics(agent)
     metrics.build_info(

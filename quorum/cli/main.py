@@ -20,6 +20,7 @@ from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.endpoints import endpoint_group, rpc_failure
 from quorum.cli.features import features_group
+from quorum.cli.log_export import export_command
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
 from quorum.cli.shell import metadata_group
@@ -61,6 +62,7 @@ cli.add_command(brokers_group)
 cli.add_command(elect_leaders)
 cli.add_command(features_group)
 cli.add_command(log_group)
+log_group.add_command(export_command)
 cli.add_command(snapshot_group)
 cli.add_command(metadata_group)
 

@@ -1,0 +1,1 @@
+"""Metadata-log analytics: the export schema, the Spark convergence job, charts."""
