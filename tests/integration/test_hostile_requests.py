@@ -119,7 +119,7 @@ def test_malformed_bytes_are_an_invalid_request_logged_once(cluster: Cluster, me
         assert err.error is ErrorCode.INVALID_REQUEST, err
     log = cluster.procs[target].log_text()
     assert "Traceback" not in log
-    assert log.count("malformed") <= 3  # rate-limited, not one line per request
+    assert log.count("refused a malformed") <= 3  # rate-limited, not one line per request
     assert epochs(cluster) == before
 
 
