@@ -9,6 +9,7 @@ when the test ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -307,6 +308,20 @@ class Cluster:
 
 
 T = TypeVar("T")
+
+
+def ctl(
+    cluster: Cluster, *args: str, flag: str = "--bootstrap-controller"
+) -> subprocess.CompletedProcess[str]:
+    """`quorumctl ARGS` against `cluster` (`flag` names how the bootstrap is given)."""
+    return quorumctl(*args, flag, ",".join(cluster.voter_addresses()))
+
+
+def ctl_json(cluster: Cluster, *args: str, flag: str = "--bootstrap-controller") -> Any:
+    """`quorumctl ARGS --output json` against `cluster`, which must succeed."""
+    done = ctl(cluster, *args, "--output", "json", flag=flag)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 import pytest
-from controller_cluster import Cluster, quorumctl
+from controller_cluster import Cluster, ctl
 
 from quorum.admin_client import AdminError
 from quorum.gen import admin_pb2 as api
@@ -79,10 +79,6 @@ def refused(cluster: Cluster, method: str, request: Any) -> tuple[grpc.StatusCod
     with pytest.raises(AdminError) as caught:
         cluster.call("admin", method, request)
     return caught.value.error.status, caught.value.name
-
-
-def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return quorumctl(*args, "--bootstrap-controller", ",".join(cluster.voter_addresses()))
 
 
 def usage_error(done: subprocess.CompletedProcess[str], option: str) -> bool:

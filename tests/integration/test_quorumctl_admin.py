@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import pty
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_cluster import BIN, Cluster, quorumctl
+from controller_cluster import BIN, Cluster, ctl, ctl_json, quorumctl
 
 from quorum.gen import admin_pb2 as api
 
@@ -40,16 +39,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop_all()
-
-
-def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return quorumctl(*args, "--bootstrap-controller", ",".join(cluster.voter_addresses()))
-
-
-def ctl_json(cluster: Cluster, *args: str) -> Any:
-    done = ctl(cluster, *args, "--output", "json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def admin(cluster: Cluster, method: str, request: Any) -> Any:

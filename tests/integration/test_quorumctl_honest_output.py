@@ -7,15 +7,13 @@ subprocess."""
 from __future__ import annotations
 
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from controller_cluster import Cluster, quorumctl
+from controller_cluster import Cluster, ctl, ctl_json, quorumctl
 
 BROKER = 41
 
@@ -36,16 +34,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop_all()
-
-
-def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return quorumctl(*args, "--bootstrap-controller", ",".join(cluster.voter_addresses()))
-
-
-def ctl_json(cluster: Cluster, *args: str) -> Any:
-    done = ctl(cluster, *args, "--output", "json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 def test_a_refused_acl_prints_no_row(cluster: Cluster) -> None:

@@ -7,7 +7,6 @@ subprocess (the confirmation through a real terminal)."""
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import subprocess
@@ -15,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import controller_cluster
 import pytest
-from controller_cluster import BIN, Cluster, quorumctl
+from controller_cluster import BIN, Cluster
 
 BROKER = 31
 
@@ -40,13 +40,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return quorumctl(*args, "--bootstrap-server", ",".join(cluster.voter_addresses()))
+    """Every call here names the bootstrap as kafka-topics.sh does."""
+    return controller_cluster.ctl(cluster, *args, flag="--bootstrap-server")
 
 
 def ctl_json(cluster: Cluster, *args: str) -> Any:
-    done = ctl(cluster, *args, "--output", "json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return controller_cluster.ctl_json(cluster, *args, flag="--bootstrap-server")
 
 
 def test_topics_create_and_delete_with_topic_options(cluster: Cluster) -> None:
