@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from analytics import clock_offsets
 from analytics.schema import TABLES, SchemaError, read_schema
+from quorum.common.version import version_line
 
 SPARK_TYPES = {
     "int32": T.IntegerType(),
@@ -391,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--behind-threshold-ms", type=float, default=500.0,
                         help="a broker whose lag passes this is behind")  # fmt: skip
     parser.add_argument("--charts", action="store_true", help="also render the PNG charts")
+    parser.add_argument("--version", action="version", version=version_line("quorum-convergence"))
     args = parser.parse_args(argv)
     try:
         check_export(args.input)

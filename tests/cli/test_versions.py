@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 BIN = Path(sys.executable).parent
-SCRIPTS = ("quorumctl", "quorum-controller", "broker-agent", "quorum-sim")
+SCRIPTS = ("quorumctl", "quorum-controller", "broker-agent", "quorum-sim", "quorum-convergence")
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
