@@ -29,6 +29,7 @@ import json
 import os
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,6 @@ from pyspark.sql import types as T
 
 from analytics import clock_offsets
 from analytics.schema import TABLES, SchemaError, read_schema
-from quorum.common.version import version_line
 
 SPARK_TYPES = {
     "int32": T.IntegerType(),
@@ -377,6 +377,16 @@ def _round_row(row: dict[str, Any]) -> dict[str, Any]:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
 
 
+def _version_line() -> str:
+    """As every console script prints it; read from the installed distribution, since
+    the analytics import nothing of the quorum (they read exports only)."""
+    try:
+        version = metadata.version("kraft-quorum")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"quorum-convergence {version} (kraft-quorum)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m analytics.convergence",
@@ -392,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--behind-threshold-ms", type=float, default=500.0,
                         help="a broker whose lag passes this is behind")  # fmt: skip
     parser.add_argument("--charts", action="store_true", help="also render the PNG charts")
-    parser.add_argument("--version", action="version", version=version_line("quorum-convergence"))
+    parser.add_argument("--version", action="version", version=_version_line())
     args = parser.parse_args(argv)
     try:
         check_export(args.input)

@@ -423,9 +423,14 @@ def test_a_sigterm_at_any_point_of_start_up_ends_the_agent_cleanly(cluster: Clus
         )
         # From the first moment the process can catch SIGTERM (before that the
         # interpreter itself is still starting and runs no code of ours).
-        catches_sigterm(started.pid)
-        time.sleep(delay_s)
-        started.send_signal(signal.SIGTERM)
-        _, err = started.communicate(timeout=30)
+        try:
+            catches_sigterm(started.pid)
+            time.sleep(delay_s)
+            started.send_signal(signal.SIGTERM)
+            _, err = started.communicate(timeout=45)
+        finally:
+            if started.poll() is None:  # never leave it running, whatever failed
+                started.kill()
+                started.communicate()
         assert started.returncode == 0, (delay_s, err)
         assert b"Traceback" not in err, err
