@@ -8,12 +8,14 @@ here too, so the two never run at once (one module is one xdist worker).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,9 +24,13 @@ from controller_cluster import BIN
 ONLINE_LINES = ("101       ONLINE", "102       ONLINE", "103       ONLINE")
 
 
-def run_until_online(data_dir: Path) -> str:
+@contextlib.contextmanager
+def launched(data_dir: Path, *flags: str) -> Iterator[list[str]]:
+    """The launcher (`make run`) started on `data_dir`; yields its output lines once
+    the "all ONLINE" banner is out (the list grows with what it prints on Ctrl-C),
+    then stops it with Ctrl-C, which must end it with status 0."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "quorum.launcher", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "quorum.launcher", *flags, "--data-dir", str(data_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -41,14 +47,22 @@ def run_until_online(data_dir: Path) -> str:
             lines.append(line)
             if "Ctrl-C stops everything" in line:
                 break
-        proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
-        lines.append(rest)
+        yield lines
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        proc.send_signal(signal.SIGINT)
+        try:
+            rest, _ = proc.communicate(timeout=60)
+            lines.append(rest)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 0, "".join(lines)
+
+
+def run_until_online(data_dir: Path) -> str:
+    with launched(data_dir) as lines:
+        pass
     return "".join(lines)
 
 
@@ -72,24 +86,7 @@ def test_make_run_starts_three_controllers_and_three_online_brokers(tmp_path: Pa
 def test_make_run_over_mtls_and_quorumctl_with_the_generated_certificate(
     tmp_path: Path,
 ) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "quorum.launcher", "--tls", "--data-dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Ctrl-C stops everything" in line:
-                break
+    with launched(tmp_path, "--tls") as lines:
         out = "".join(lines)
         for broker in (101, 102, 103):
             assert f"{broker}       ONLINE" in out, out
@@ -119,12 +116,3 @@ def test_make_run_over_mtls_and_quorumctl_with_the_generated_certificate(
         plain = {k: v for k, v in env.items() if k not in dropped}
         refused = quorumctl("quorum", "describe", "--status", environment=plain)
         assert refused.returncode == 1
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0
