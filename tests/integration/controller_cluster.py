@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -32,10 +33,23 @@ from quorum.gen import raft_pb2 as pb
 BIN = Path(sys.executable).parent
 
 
+# Ports handed to processes that bind them later. Taken at random below Linux's
+# ephemeral range (32768+): the kernel gives every bind-to-0 and outgoing
+# connection a port from that range, so a port found free there was often taken
+# by another test's process before ours started ("Address already in use").
+PORT_RANGE = (20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(200):
+        port = random.randrange(*PORT_RANGE)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port in {PORT_RANGE}")
 
 
 def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:
