@@ -21,6 +21,11 @@ Faults, each measured the same way on both:
   settles before the next run.
 * `leader_isolated` (this quorum only, since its proxies are per link): every
   link to and from the leader cut, scenario 1 of the fault tests.
+* `leader_stall` (the price of detecting a silent leader sooner): the idle
+  leader's process group is stopped (SIGSTOP) for `pause_ms`, then resumed;
+  `leader_stall_changed_leader` is the fraction of runs after which another
+  member leads. No network fault: a stall long enough to be taken for a
+  partition costs an election on either system.
 * `slow_follower`: 200 ms ± 50 ms latency on every connection into one
   follower's peer port; `commit_latency_p99_ms` of writes at concurrency 1
   over 5 s, beside the same without the fault.
@@ -38,6 +43,7 @@ import asyncio
 import faulthandler
 import itertools
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -268,6 +274,22 @@ async def latency_p99(system: System, net: Network, faulty: bool) -> float:
         await client.close()
 
 
+STALLS_MS = (300, 600, 900, 1200)
+
+
+def stall_changes_leader(system: System, pause_ms: int) -> bool:
+    """Stop the idle leader for `pause_ms`, resume it, let the cluster settle:
+    does another member lead now?"""
+    leader = system.leader()
+    group = system.members.procs[leader].pid
+    os.killpg(group, signal.SIGSTOP)
+    time.sleep(pause_ms / 1000)
+    os.killpg(group, signal.SIGCONT)
+    time.sleep(SETTLE_S)
+    wait_for(lambda: system.leader() > 0, 30, "a leader after the stall")
+    return system.leader() != leader
+
+
 def figures(values: list[float]) -> dict[str, float | list[float]]:
     return {
         "value": round(statistics.median(values), 3),
@@ -297,6 +319,16 @@ def run_system(name: str, toxiproxy: Toxiproxy, runs: int, root: Path) -> None:
                 say(f"   {fault} run {run + 1}: unavailable {took:.3f} s")
                 values.append(took)
             emit(metric="partition_unavailable_s", system=name, fault=fault, **figures(values))
+        for pause_ms in STALLS_MS:
+            changed = [stall_changes_leader(system, pause_ms) for _ in range(runs)]
+            say(f"   leader stall {pause_ms} ms: leader changed in {sum(changed)}/{runs} runs")
+            emit(
+                metric="leader_stall_changed_leader",
+                system=name,
+                pause_ms=pause_ms,
+                value=round(sum(changed) / runs, 2),
+                runs=runs,
+            )
         for faulty in (False, True):
             values = [asyncio.run(latency_p99(system, net, faulty)) for _ in range(runs)]
             fault = "slow_follower" if faulty else "none"

@@ -51,6 +51,7 @@ EVENTS_FILE = "broker-events.jsonl"
 # The replica id the exporter fetches under: an observer id no node uses.
 EXPORT_REPLICA_ID = 2_147_483_000
 FETCH_TIMEOUT_S = 10.0
+ELECTION_WAIT_S = 15.0  # how long an online export waits for a new leader
 
 
 # ------------------------------------------------------------------ identity
@@ -242,9 +243,12 @@ def fetch_committed(
                     err.details() or ""
                 ):
                     raise ExportFailed(f"the controllers refuse: {err.details()}") from err
+                # Unreachable, or no longer the leader of the epoch we asked in:
+                # find the current leader; what is below `stop` is committed, so
+                # it holds it.
                 channel.close()
                 time.sleep(0.1)
-                leader = describe_leader(addresses, cluster_id)
+                leader = _current_leader(addresses, cluster_id)
                 channel = grpc.insecure_channel(leader.address)
                 continue
             if reply.HasField("snapshot_id") and reply.snapshot_id.end_offset > offset:
@@ -261,6 +265,18 @@ def fetch_committed(
                 offset, last_epoch = b.base_offset + len(b.records), b.leader_epoch
     finally:
         channel.close()
+
+
+def _current_leader(addresses: list[str], cluster_id: str) -> LeaderView:
+    """`describe_leader`, tolerating the moments of an election: nobody leads yet."""
+    give_up = time.monotonic() + ELECTION_WAIT_S
+    while True:
+        try:
+            return describe_leader(addresses, cluster_id)
+        except ExportFailed:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.2)
 
 
 # ----------------------------------------------------------------- entities

@@ -96,6 +96,21 @@ class Following(NodeBase):
         state.last_leader_contact = NEVER
         state.deadline = min(state.deadline, now + self._backoff())
 
+    def _suspect_leader(self, state: FollowerState, now: int) -> None:
+        """The leader cannot be reached, or left a fetch unanswered for longer than
+        it may hold one (`request_timeout_ms`): pre-vote soon instead of waiting out
+        the whole fetch timeout.
+
+        Safe because it is only a pre-vote: a voter that still hears the leader
+        refuses it, and nothing changes until a majority agrees the leader is gone.
+        The leader no longer counts as live here, so we grant the pre-vote of a peer
+        that saw the same silence. The voters start their pre-votes staggered by
+        rank (plus a little jitter): all starting at once would split the vote.
+        """
+        if now - self._last_prevote_at >= self.config.election_timeout_ms // 2:
+            state.last_leader_contact = NEVER
+            state.deadline = min(state.deadline, now + self._unreachable_delay())
+
     def _unreachable_delay(self) -> int:
         """Rank among the other voters (by id) times a stagger, plus jitter."""
         others = sorted(v for v in self._voters if v != self.leader_id)

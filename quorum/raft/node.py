@@ -132,6 +132,8 @@ class RaftNode(Elections, Leading, Following):
             and now >= state.fetch_sent_at + self.config.request_timeout_ms
         ):
             state.fetch_sent_at = None
+            if isinstance(state, FollowerState) and self.config.is_voter:
+                self._suspect_leader(state, now)
             self._send_fetch(now)
         if now < state.deadline:
             return
@@ -169,13 +171,7 @@ class RaftNode(Elections, Leading, Following):
         if not isinstance(state, FollowerState):
             return
         if self.config.is_voter:
-            if now - self._last_prevote_at >= self.config.election_timeout_ms // 2:
-                # The leader no longer counts as live here, so we grant the pre-vote
-                # of a peer that saw the same failure. The surviving voters start
-                # their own pre-votes staggered by rank (plus a little jitter): all
-                # starting at once would split the vote and cost an election timeout.
-                state.last_leader_contact = NEVER
-                state.deadline = min(state.deadline, now + self._unreachable_delay())
+            self._suspect_leader(state, now)
         else:
             new = self._unattached(state.epoch, state.voted_for, now)
             self._transition(Trigger.LEADER_LOST, new, now)

@@ -330,6 +330,35 @@ def test_survivors_of_a_dead_leader_elect_one_successor_without_splitting(seed: 
     assert all(n.leader_id == successor.node_id for n in survivors)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_a_silent_leader_is_replaced_before_the_fetch_timeout(seed: int) -> None:
+    """Partitioned, not refused: nothing tells the followers. Each suspects the
+    leader once a fetch stays unanswered for the request timeout (longer than a
+    live leader parks a fetch), so they elect a successor about a second after
+    the cut, not after the whole fetch timeout."""
+    cluster = InstantCluster(voters=3, seed=seed)
+    old = cluster.elect()
+    epoch, config = old.epoch, old.config
+    cluster.cut.add(old.node_id)
+    cut_at = cluster.now
+    while cluster.leader() in (None, old) and cluster.now - cut_at < config.fetch_timeout_ms:
+        cluster.advance(1, step=1)
+    successor = cluster.leader()
+    assert successor is not None and successor is not old and successor.epoch == epoch + 1
+    assert cluster.now - cut_at <= config.request_timeout_ms + config.election_timeout_ms // 5
+
+
+def test_a_leader_that_answers_is_never_suspected() -> None:
+    """An idle leader parks each fetch for `fetch_max_wait_ms`, well inside the
+    followers' request timeout: a minute of idling elects nobody."""
+    cluster = InstantCluster(voters=3, seed=4)
+    leader = cluster.elect()
+    epoch = leader.epoch
+    cluster.advance(60_000, step=5)
+    assert cluster.leader() is leader and leader.epoch == epoch
+    assert all(n.role is Role.FOLLOWER for n in cluster.nodes.values() if n is not leader)
+
+
 def test_an_unreachable_report_alone_does_not_unseat_a_leader_others_still_hear() -> None:
     cluster = InstantCluster(voters=3, seed=2)
     leader = cluster.elect()

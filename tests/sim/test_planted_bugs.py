@@ -60,7 +60,7 @@ def first_violation(factory: type[RaftNode], mix: str, seeds: int = 300) -> str:
 
 
 def test_double_voting_is_caught_as_two_leaders_in_one_epoch() -> None:
-    assert "two leaders in epoch" in first_violation(DoubleVoter, "partitions")
+    assert "two leaders in epoch" in first_violation(DoubleVoter, "lossy")
 
 
 def test_forgotten_epoch_is_caught_as_an_epoch_going_back() -> None:
