@@ -111,7 +111,10 @@ class RaftNode(Elections, Leading, Following):
         """Queue records for the next batch (group commit). Raises NotLeaderError."""
         state = self.state
         if not isinstance(state, LeaderState):
-            raise NotLeaderError(self.epoch, self.leader_id)
+            # A resigned node still records itself as its epoch's leader; naming
+            # itself would send the client straight back here.
+            hint = self.leader_id if self.leader_id != self._me else None
+            raise NotLeaderError(self.epoch, hint)
         if not records:
             raise ValueError("empty proposal")
         if not state.pending:

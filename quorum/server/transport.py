@@ -582,6 +582,8 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
         self._access = access or open_access()
 
     def _not_leader(self, leader_id: int | None) -> grpc.Status:
+        if leader_id == self._driver.config.node_id:
+            leader_id = None  # resigned: still its epoch's leader on record, cannot lead
         hint = leader_hint(self._driver, self._addresses, leader_id)
         where = (
             f"node {leader_id} at {hint.get('leader_address', '?')}"
