@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Coroutine, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -322,6 +323,18 @@ class Cluster:
 
 
 T = TypeVar("T")
+
+
+@contextmanager
+def running_cluster(root: Path, **create: Any) -> Iterator[Cluster]:
+    """A started cluster with a leader, always stopped afterwards (the usual fixture)."""
+    cluster = Cluster.create(root, **create)
+    cluster.start()
+    try:
+        cluster.wait_for_leader()
+        yield cluster
+    finally:
+        cluster.stop_all()
 
 
 def ctl(

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
-from controller_cluster import Cluster, run
+from controller_cluster import Cluster, run, running_cluster
 
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import raft_pb2 as pb
@@ -124,14 +124,9 @@ async def send_batch(addresses: list[str], requests: list[tuple[str, str, Any]])
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster.create(tmp_path)
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(tmp_path) as c:
         c.write(5)
         yield c
-    finally:
-        c.stop_all()
 
 
 def state(cluster: Cluster) -> dict[int, tuple[int, int, int, str]]:

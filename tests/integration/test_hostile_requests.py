@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from controller_cluster import Cluster, run
+from controller_cluster import Cluster, run, running_cluster
 
 from quorum.common.wire_errors import wire_error
 from quorum.gen import raft_pb2 as pb
@@ -20,13 +20,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster.create(tmp_path)
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(tmp_path) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def raw_call(address: str, method: str, payload: bytes) -> grpc.RpcError | bytes:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, run
+from controller_cluster import Cluster, run, running_cluster
 
 from quorum.cli.data_dir import partition_dir
 from quorum.cli.export_sources import LogReadReport, describe_leader, fetch_committed, stream_log
@@ -29,14 +29,9 @@ WRITES = 20  # 20,000 records: more than one fetch answer carries
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster.create(tmp_path)
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(tmp_path) as c:
         run(_fill(c))
         yield c
-    finally:
-        c.stop_all()
 
 
 async def _fill(cluster: Cluster) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, quorumctl
+from controller_cluster import Cluster, quorumctl, running_cluster
 
 RAW_GRPC = ("AioRpcError", "debug_error_string", "Traceback", "StatusCode.")
 
@@ -39,13 +39,8 @@ def assert_one_line_errors(stderr: str) -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster.create(tmp_path)
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(tmp_path) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def test_endpoint_status_and_health_with_a_leader(cluster: Cluster) -> None:
