@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import select
 import subprocess
 import sys
@@ -69,6 +70,10 @@ class Links(ABC):
         """Every rule removed."""
 
     @abstractmethod
+    def dropped(self, src: str, dst: str) -> int:
+        """Frames lost so far on `src -> dst` (to show a fault took effect)."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     # ---------------------------------------------------------- the scenarios'
@@ -107,6 +112,13 @@ class NetemLinks(Links):
         dev = self.topology.ifname(src, dst)
         self.tc(src, "replace", "dev", dev, "root", "netem", *netem_args(impairment))
         self.impaired.add((src, dst))
+
+    def dropped(self, src: str, dst: str) -> int:
+        """netem counts its losses as the qdisc's drops (gone once healed)."""
+        namespace = self.topology.namespace(src)
+        where = () if namespace is None else ("-n", namespace)
+        shown = sh("tc", *where, "-s", "qdisc", "show", "dev", self.topology.ifname(src, dst))
+        return sum(int(n) for n in re.findall(r"dropped (\d+)", shown))
 
     def heal(self) -> None:
         for src, dst in sorted(self.impaired):
@@ -170,6 +182,9 @@ class WireLinks(Links):
 
     def heal(self) -> None:
         self.call(op="heal")
+
+    def dropped(self, src: str, dst: str) -> int:
+        return self.stats()[f"{src}>{dst}"]["dropped"]
 
     def stats(self) -> dict[str, dict[str, int]]:
         links: dict[str, dict[str, int]] = self.call(op="stats")["links"]  # type: ignore[assignment]

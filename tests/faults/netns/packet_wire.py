@@ -16,7 +16,8 @@ JSON lines on stdin, one JSON reply per line on stdout:
     {"op": "set", "src": "c1", "dst": "c2", "delay_ms": 200, "jitter_ms": 50,
      "loss": 0.05, "cut": false}
     {"op": "heal"}            every rule removed
-    {"op": "stats"}           per directed link: frames forwarded, dropped
+    {"op": "stats"}           per directed link: frames forwarded, dropped by
+                              the rule, failed (the kernel refused the send)
 
 Usage: python packet_wire.py CONFIG.json, where the config is
 {"cables": [{"a": "c1", "a_if": "w1-2", "b": "c2", "b_if": "w2-1"}, ...], "seed": 7}:
@@ -53,7 +54,8 @@ class Rule:
 @dataclass
 class Counters:
     forwarded: int = 0
-    dropped: int = 0
+    dropped: int = 0  # by the link's rule
+    failed: int = 0  # by the kernel refusing our send (a full queue, a vanished peer)
 
 
 @dataclass
@@ -138,7 +140,7 @@ class Wire:
             out.send(frame)
             counters.forwarded += 1
         except OSError:  # a full queue or a vanished peer drops, as a NIC would
-            counters.dropped += 1
+            counters.failed += 1
 
     def release(self, now: float) -> None:
         while self.held and self.held[0].due <= now:
@@ -179,7 +181,7 @@ class Wire:
             return {"ok": True}
         if op == "stats":
             links = {
-                f"{src}>{dst}": {"forwarded": c.forwarded, "dropped": c.dropped}
+                f"{src}>{dst}": {"forwarded": c.forwarded, "dropped": c.dropped, "failed": c.failed}
                 for (src, dst), c in self.counters.items()
             }
             return {"ok": True, "links": links}
