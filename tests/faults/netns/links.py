@@ -204,19 +204,23 @@ class WireLinks(Links):
 
 
 @contextlib.contextmanager
-def namespaced_links(nodes: tuple[str, ...], workdir: Path) -> Iterator[Links]:
+def namespaced_links(
+    nodes: tuple[str, ...], workdir: Path, kind: str | None = None
+) -> Iterator[Links]:
     """Namespaces for `nodes` (plus the client) and their links' fault control;
-    all removed on exit. FAULT_NETNS_LINKS=wire uses the wire even where netem
-    exists (to compare the two). Raises NamespacesUnavailable when it cannot."""
-    force_wire = os.environ.get("FAULT_NETNS_LINKS", "auto") == "wire"
-    topology = Topology.create(nodes, force_wire=force_wire)
+    all removed on exit. `kind` (default: FAULT_NETNS_LINKS, else "auto") may
+    ask for the wire even where netem exists, to compare the two. Raises
+    NamespacesUnavailable when namespaces cannot be made."""
+    kind = kind or os.environ.get("FAULT_NETNS_LINKS", "auto")
+    topology = Topology.create(nodes, links=kind)
     links: Links | None = None
     try:
         if topology.mode == "netem":
-            log.warning("links impaired with tc netem")
+            log.warning("links: veth pairs between the namespaces, impaired by tc netem")
             links = NetemLinks(topology)
         else:
-            message = f"using the packet wire: {topology.netem_refused}"
+            refused = topology.netem_refused or "netem available, but the wire was asked for"
+            message = f"using the packet wire: {refused}"
             log.warning(message)
             print(message)
             links = WireLinks(topology, workdir)

@@ -145,7 +145,9 @@ class Topology:
     # --------------------------------------------------------------- building
 
     @classmethod
-    def create(cls, nodes: tuple[str, ...], force_wire: bool = False) -> Topology:
+    def create(cls, nodes: tuple[str, ...], links: str = "auto") -> Topology:
+        """`links`: "auto" (netem if the kernel has it, else the wire), or "wire" or
+        "netem" to build that layout whatever the kernel says."""
         if os.geteuid() != 0:
             raise NamespacesUnavailable(f"not root (euid {os.geteuid()}): `ip netns add` needs it")
         if shutil.which("ip") is None:
@@ -153,19 +155,20 @@ class Topology:
         sweep_stale()
         topology = cls(tuple(nodes), secrets.token_hex(3), free_subnet())
         try:
-            topology.build(force_wire)
+            topology.build(links)
         except BaseException:
             topology.destroy()
             raise
         return topology
 
-    def build(self, force_wire: bool) -> None:
+    def build(self, links: str) -> None:
         for node in self.nodes:
             self.add_namespace(self.namespace(node))  # type: ignore[arg-type]
         self.netem_refused = netem_refusal(self.created[0])
-        if force_wire and self.netem_refused is None:
-            self.netem_refused = "netem available, but FAULT_NETNS_LINKS=wire asked for the wire"
-        self.mode = "wire" if self.netem_refused is not None else "netem"
+        if links == "auto":
+            self.mode = "wire" if self.netem_refused is not None else "netem"
+        else:
+            self.mode = links
         if self.mode == "wire":
             self.add_namespace(self.wire_namespace)
         for a, b in self.links():
