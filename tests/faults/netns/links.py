@@ -221,8 +221,7 @@ def namespaced_links(
         else:
             refused = topology.netem_refused or "netem available, but the wire was asked for"
             message = f"using the packet wire: {refused}"
-            log.warning(message)
-            print(message)
+            log.warning(message)  # stderr: a bench's stdout is its measurements
             links = WireLinks(topology, workdir)
         yield links
     finally:
