@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -74,7 +75,7 @@ class NamespacedQuorum(ProxiedQuorum):
                 "controller.quorum.voters": voters,
                 "listeners": f"CONTROLLER://{self.address(node)}",
                 "metadata.log.dir": str(self.root / f"controller-{node}"),
-                "log.level": "WARNING",
+                "log.level": os.environ.get("BENCH_QUORUM_LOG_LEVEL", "WARNING"),
             }
             config.write_text(render_properties(props))
             _check_output(

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import re
 import select
 import subprocess
@@ -209,8 +210,9 @@ def namespaced_links(
 ) -> Iterator[Links]:
     """Namespaces for `nodes` (plus the client) and their links' fault control;
     all removed on exit. `kind` (default: FAULT_NETNS_LINKS, else "auto") may
-    ask for the wire even where netem exists, to compare the two. Raises
-    NamespacesUnavailable when namespaces cannot be made."""
+    ask for the wire even where netem exists, to compare the two. The wire's
+    losses and delays are drawn from FAULT_SEED when set (else a logged random
+    seed). Raises NamespacesUnavailable when namespaces cannot be made."""
     kind = kind or os.environ.get("FAULT_NETNS_LINKS", "auto")
     topology = Topology.create(nodes, links=kind)
     links: Links | None = None
@@ -220,9 +222,10 @@ def namespaced_links(
             links = NetemLinks(topology)
         else:
             refused = topology.netem_refused or "netem available, but the wire was asked for"
-            message = f"using the packet wire: {refused}"
-            log.warning(message)  # stderr: a bench's stdout is its measurements
-            links = WireLinks(topology, workdir)
+            seed = int(os.environ.get("FAULT_SEED", str(random.randrange(1 << 30))))
+            # stderr: a bench's stdout is its measurements
+            log.warning("using the packet wire (FAULT_SEED=%d): %s", seed, refused)
+            links = WireLinks(topology, workdir, seed)
         yield links
     finally:
         if links is not None:

@@ -97,7 +97,7 @@ def test_delay_between_namespaces_is_measured_within_tolerance(
           f"median {statistics.median(both) * 1000:.0f} ms")  # fmt: skip
     assert base < 0.01
     assert all(0.078 <= t <= 0.150 for t in one_way), one_way
-    assert 0.092 <= statistics.mean(one_way) <= 0.115
+    assert 0.090 <= statistics.mean(one_way) <= 0.115  # ±8.5 ms is 4 sd of 30 draws
     assert statistics.stdev(one_way) > 0.005  # jitter, drawn for each frame
     assert all(0.128 <= t <= 0.200 for t in both), both
 

@@ -35,6 +35,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 CLIENT = "client"  # the test process's own (root) namespace
 OFFLOADS = Path(__file__).with_name("offloads.py")
@@ -99,9 +100,10 @@ class Topology:
     nodes: tuple[str, ...]
     tag: str
     subnet: str
-    mode: str = "wire"  # "netem" or "wire"
+    mode: Literal["netem", "wire"] = "wire"
     netem_refused: str | None = None
     created: list[str] = field(default_factory=list)  # namespaces, in creation order
+    owner: int = field(default_factory=os.getpid)  # in the names, for sweep_stale
 
     # ------------------------------------------------------------------ names
 
@@ -113,11 +115,11 @@ class Topology:
 
     def namespace(self, node: str) -> str | None:
         """The node's namespace; None for the client (the root namespace)."""
-        return None if node == CLIENT else f"qn{os.getpid()}-{self.tag}-{node}"
+        return None if node == CLIENT else f"qn{self.owner}-{self.tag}-{node}"
 
     @property
     def wire_namespace(self) -> str:
-        return f"qn{os.getpid()}-{self.tag}-wire"
+        return f"qn{self.owner}-{self.tag}-wire"
 
     def ifname(self, node: str, peer: str) -> str:
         """`node`'s interface towards `peer` (unique in the root namespace for the client)."""
@@ -167,8 +169,10 @@ class Topology:
         self.netem_refused = netem_refusal(self.created[0])
         if links == "auto":
             self.mode = "wire" if self.netem_refused is not None else "netem"
+        elif links in ("netem", "wire"):
+            self.mode = links  # type: ignore[assignment]
         else:
-            self.mode = links
+            raise ValueError(f"links must be auto, netem or wire, not {links!r}")
         if self.mode == "wire":
             self.add_namespace(self.wire_namespace)
         for a, b in self.links():
