@@ -19,6 +19,8 @@ import pytest
 from links import CUT, Impairment, Links, WireLinks, namespaced_links
 from topology import CLIENT, NamespacesUnavailable, socket_in
 
+pytestmark = pytest.mark.slow
+
 PORT = 7007
 SO_RCVBUFFORCE = 33
 

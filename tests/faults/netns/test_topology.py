@@ -5,11 +5,12 @@ killed before its finalizers is swept by the next one."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from links import namespaced_links
-from topology import CLIENT, NamespacesUnavailable, sh, sweep_stale
+from topology import CLIENT, NamespacesUnavailable, refusal, sh, sweep_stale
 
 
 def test_leaving_the_context_removes_namespaces_links_and_routes(tmp_path: Path) -> None:
@@ -30,13 +31,15 @@ def test_leaving_the_context_removes_namespaces_links_and_routes(tmp_path: Path)
 
 
 def test_a_dead_runs_namespaces_are_swept() -> None:
-    dead = subprocess.Popen(["true"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid now names no process
     stale = f"qn{dead.pid}-000000-a"
     try:
         sh("ip", "netns", "add", stale)
-    except (subprocess.CalledProcessError, FileNotFoundError) as err:
-        pytest.skip(f"network namespaces unavailable: {err}")
+    except subprocess.CalledProcessError as err:
+        pytest.skip(f"network namespaces unavailable: {refusal(err)}")
+    except FileNotFoundError:
+        pytest.skip("network namespaces unavailable: no `ip` command (iproute2) on PATH")
     try:
         sweep_stale()
         assert stale not in sh("ip", "netns", "list").split()
