@@ -153,8 +153,12 @@ class WireLinks(Links):
              sys.executable, str(PACKET_WIRE), str(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
         )  # fmt: skip
-        ready = self.reply(timeout_s=15)
-        assert ready.get("ready"), ready
+        try:
+            ready = self.reply(timeout_s=15)
+            assert ready.get("ready"), ready
+        except BaseException:
+            self.close()
+            raise
 
     def reply(self, timeout_s: float = 5.0) -> dict[str, object]:
         assert self.popen.stdout is not None
