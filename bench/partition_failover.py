@@ -110,15 +110,19 @@ class ProxiedQuorum(QuorumSystem):
             )
         wait_for(lambda: self.leader() > 0, 30, "a quorum leader")
 
+    def address(self, node: int) -> str:
+        """Where the clients reach member `node` (its real listener, not a proxy)."""
+        return f"127.0.0.1:{self.ports[node]}"
+
     def leader(self) -> int:
         from quorum.client import QuorumClient
 
         async def ask() -> int:
             client = QuorumClient(self.addresses(), self.cluster_id)
             try:
-                for node, port in self.ports.items():
+                for node in self.ports:
                     try:
-                        view = await client.describe_quorum(f"127.0.0.1:{port}", timeout_s=0.5)
+                        view = await client.describe_quorum(self.address(node), timeout_s=0.5)
                     except Exception:
                         continue
                     if view.role == "leader" and view.high_watermark > 0:
@@ -151,9 +155,7 @@ class _UnaryQuorumClient:
 
         self._cluster_id = system.cluster_id
         self._ids = sorted(system.ports)
-        self._channels = {
-            n: grpc.aio.insecure_channel(f"127.0.0.1:{p}") for n, p in system.ports.items()
-        }
+        self._channels = {n: grpc.aio.insecure_channel(system.address(n)) for n in system.ports}
         self._stubs = {n: raft_pb2_grpc.QuorumLogStub(c) for n, c in self._channels.items()}
         self._current = self._ids[0]
 

@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from checkers import CommittedLog, check_acknowledged, check_linearizable
 from controller_cluster import Cluster, quorumctl
@@ -32,10 +32,16 @@ def name(node: int) -> str:
     return f"c{node}" if node < 100 else f"b{node}"
 
 
+NetT = TypeVar("NetT")
+
+
 @dataclass
-class FaultCluster:
+class FaultCluster(Generic[NetT]):
+    """`net` drives the faults: the proxies' `Network` here, the namespaces' links
+    in tests/faults/netns."""
+
     cluster: Cluster
-    net: Network
+    net: NetT
 
     @classmethod
     def create(
@@ -45,7 +51,7 @@ class FaultCluster:
         brokers: tuple[int, ...] = (),
         extra: dict[str, str] | None = None,
         broker_extra: dict[str, str] | None = None,
-    ) -> FaultCluster:
+    ) -> FaultCluster[Network]:
         cluster = Cluster.create(root, extra=extra)
         if brokers:
             cluster.add_brokers(*brokers, **(broker_extra or {}))

@@ -68,17 +68,19 @@ class Proc:
     data_dir: Path
     log_file: Path
     popen: subprocess.Popen[bytes] | None = None
+    host: str = "127.0.0.1"
+    launcher: tuple[str, ...] = ()  # a command prefix, e.g. `ip netns exec NS`
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
     def metrics(self) -> dict[str, float]:
         """The /metrics page as {'name{labels}': value}."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        url = f"http://{self.host}:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
         values = {}
@@ -109,6 +111,7 @@ class Cluster:
         observers: int = 0,
         extra: Mapping[str, str] | None = None,
         node_extra: Mapping[int, Mapping[str, str]] | None = None,
+        hosts: Mapping[int, str] | None = None,
     ) -> Cluster:
         cluster_id = quorumctl("storage", "random-uuid").stdout.strip()
         assert len(cluster_id) == 22, cluster_id
@@ -122,9 +125,10 @@ class Cluster:
                 root / "config" / f"controller-{node_id}.properties",
                 root / f"controller-{node_id}",
                 root / "logs" / f"controller-{node_id}.log",
+                host=(hosts or {}).get(node_id, "127.0.0.1"),
             )
         voter_ids = ids[:voters]
-        voter_list = ",".join(f"{n}@127.0.0.1:{cluster.procs[n].port}" for n in voter_ids)
+        voter_list = ",".join(f"{n}@{cluster.procs[n].address}" for n in voter_ids)
         (root / "config").mkdir(parents=True, exist_ok=True)
         (root / "logs").mkdir(parents=True, exist_ok=True)
         for node_id, proc in cluster.procs.items():
@@ -132,9 +136,9 @@ class Cluster:
                 "node.id": str(node_id),
                 "process.roles": "controller" if node_id in voter_ids else "broker",
                 "controller.quorum.voters": voter_list,
-                "listeners": f"CONTROLLER://127.0.0.1:{proc.port}",
+                "listeners": f"CONTROLLER://{proc.address}",
                 "metadata.log.dir": str(proc.data_dir),
-                "metrics.listener": f"http://127.0.0.1:{proc.metrics_port}",
+                "metrics.listener": f"http://{proc.host}:{proc.metrics_port}",
                 **cluster.extra,
                 **(node_extra or {}).get(node_id, {}),
             }
@@ -197,7 +201,7 @@ class Cluster:
             assert not proc.alive()
             with proc.log_file.open("ab") as out:
                 proc.popen = subprocess.Popen(
-                    [str(BIN / "quorum-controller"), "--config", str(proc.config)],
+                    [*proc.launcher, str(BIN / "quorum-controller"), "--config", str(proc.config)],
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
