@@ -48,6 +48,7 @@ from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
+from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import describe_quorum
 from snapshots.errors import SnapshotCorruptionError
@@ -126,6 +127,9 @@ class Controller:
                 access=self.access,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
+            self.node.driver.poll_idle = PollIdleRatio(
+                config.metrics_sample_window_ms / 1000, config.metrics_num_samples
+            )
         except BaseException:
             self.log_store.close()
             raise
