@@ -30,7 +30,11 @@ import grpc
 
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError, ControllerConfig, load_config
-from quorum.common.meta_properties import StorageFormatError, check_directory
+from quorum.common.meta_properties import (
+    StorageFormatError,
+    check_directory,
+    ensure_directory_id,
+)
 from quorum.common.version import version_line
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
@@ -287,6 +291,7 @@ async def _start_and_run(config: ControllerConfig) -> int:
     # gRPC's asyncio objects belong to the loop they are made on: build inside it.
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
+        meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
         controller = Controller(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
