@@ -9,7 +9,9 @@ when the loop is then busy with something else (a gRPC call, the metrics
 server): that time is the driver's wait for its next message or deadline.
 `with ratio:` marks a callback; nested marks count once. An fsync the driver
 hands to a worker thread is not its busy time (the driver waits for it, as
-for any message); an inline fsync is.
+for any message); an inline fsync is, and so is applying committed records to
+the metadata image, which runs inside the driver's round of effects here
+(Kafka applies them on the controller's own thread).
 
 The window is Kafka's sampled window (`metrics.sample.window.ms` 30 s times
 `metrics.num.samples` 2): the current sample, partly filled, and the full ones
