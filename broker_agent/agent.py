@@ -90,8 +90,12 @@ class BrokerAgent:
         cache: MetadataCache,
         trace: ApplyTrace | None,
         client: AdminClient | None = None,
+        log_dirs: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        # KIP-858: the directory.id of each log directory (its meta.properties),
+        # sent at every registration so the controllers tell its disks apart.
+        self.log_dirs = log_dirs
         self.cluster_id = cluster_id
         self.cache = cache
         self.trace = trace
@@ -191,6 +195,7 @@ class BrokerAgent:
                     max_supported_version=METADATA_VERSION_RANGE[1],
                 )
             ],
+            log_dirs=self.log_dirs,
         )
         if self.config.rack is not None:
             request.rack = self.config.rack

@@ -24,7 +24,11 @@ from broker_agent.metrics import AgentMetrics
 from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError
-from quorum.common.meta_properties import StorageFormatError, check_directory
+from quorum.common.meta_properties import (
+    StorageFormatError,
+    check_directory,
+    ensure_directory_id,
+)
 from quorum.common.version import version_line
 from quorum.log.errors import StorageError
 from quorum.log.file_log import wall_clock_ms
@@ -83,8 +87,16 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             file=sys.stderr,
         )
         return EXIT_STARTUP
+    try:
+        # After the cache's lock: one process at a time may give the directory an id.
+        meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
+    except StorageFormatError as err:
+        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+        cache.close()
+        return EXIT_STARTUP
+    assert meta.directory_id is not None
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
-    agent = BrokerAgent(config, meta.cluster_id, cache, trace)
+    agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
     metrics = AgentMetrics(agent)
     metrics.build_info(
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
@@ -103,9 +115,11 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             return EXIT_STARTUP
         metrics_at = f"http://{config.metrics_listener.host}:{port}/metrics"
     log.info(
-        "broker %d of cluster %s starting at metadata offset %d; controllers %s; metrics %s",
+        "broker %d of cluster %s (directory %s) starting at metadata offset %d; "
+        "controllers %s; metrics %s",
         config.node_id,
         meta.cluster_id,
+        meta.directory_id,
         cache.next_offset,
         ",".join(config.bootstrap),
         metrics_at,

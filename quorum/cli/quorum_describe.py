@@ -160,7 +160,8 @@ def replication_rows(
     """Kafka's columns; lag is in records behind the leader's log end offset, and a
     replica that never fetched shows -1 (as Kafka's tool), not a log end of 0.
     DirectoryId is each controller's own (asked of it; "" when it did not answer
-    or has none), as Kafka's tool shows since KIP-853; brokers do not report theirs."""
+    or has none), as Kafka's tool shows since KIP-853, and for a broker the
+    directory id of its metadata.log.dir, which it registered (KIP-858)."""
     directories = directories or {}
     leader_end = max((r.log_end_offset for r in reply.current_voters), default=0)
     rows = []
@@ -189,7 +190,7 @@ def replication_rows(
         rows.append(
             {
                 "NodeId": b.broker_id,
-                "DirectoryId": "",
+                "DirectoryId": b.log_dirs[0] if b.log_dirs else "",
                 "LogEndOffset": b.metadata_offset if known else -1,
                 "Lag": max(0, reply.high_watermark - b.metadata_offset) if known else -1,
                 "LastFetchTimestamp": now_ms - b.last_heartbeat_age_ms if known else -1,

@@ -165,6 +165,8 @@ class ControllerConfig:
     broker_session_timeout_ms: int = 9000
     admin_rate_per_client: int = 0
     admin_burst_per_client: int = 0
+    metrics_sample_window_ms: int = 30000
+    metrics_num_samples: int = 2
     log_level: str = "INFO"
     request_limits: RequestLimits = DEFAULT_LIMITS
     tls: TlsSettings | None = None
@@ -263,6 +265,10 @@ INT_KEYS: tuple[IntKey, ...] = (
            doc="admin calls a second per client (principal, else host); 0: unlimited"),
     IntKey("admin.request.burst.per.client", "admin_burst_per_client", 0, 0, kafka=False,
            doc="admin calls a client may make at once; 0: one second's worth"),
+    IntKey("metrics.sample.window.ms", "metrics_sample_window_ms", 30000, 1,
+           doc="one sample of the windowed metrics (`quorum_raft_poll_idle_ratio`)"),
+    IntKey("metrics.num.samples", "metrics_num_samples", 2, 1, 100,
+           doc="samples kept: the window covers `num.samples` - 1 to `num.samples` of them"),
 )  # fmt: skip
 
 AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
@@ -359,8 +365,6 @@ KAFKA_IGNORED_KEYS: tuple[str, ...] = (
     "metadata.max.idle.interval.ms",
     "initial.broker.registration.timeout.ms",
     "metric.reporters",
-    "metrics.num.samples",
-    "metrics.sample.window.ms",
     "metrics.recording.level",
     "group.coordinator.rebalance.protocols",
     "share.coordinator.state.topic.replication.factor",

@@ -53,6 +53,8 @@ __all__ = [
     "NotFormattedError",
     "StorageFormatError",
     "check_directory",
+    "directory_id_problem",
+    "ensure_directory_id",
     "format_directory",
     "random_uuid",
     "read_meta_properties",
@@ -149,8 +151,8 @@ def format_directory(directory: Path, meta: MetaProperties, ignore_formatted: bo
         raise StorageFormatError(f"invalid node.id {meta.node_id}: must be >= 0")
     if meta.version != VERSION:
         raise StorageFormatError(f"cannot write meta.properties version {meta.version}")
-    if meta.directory_id is not None and _decode(meta.directory_id) is None:
-        raise StorageFormatError(f"invalid directory.id {meta.directory_id!r}")
+    if meta.directory_id is not None and (problem := directory_id_problem(meta.directory_id)):
+        raise StorageFormatError(f"invalid directory.id {meta.directory_id!r}: {problem}")
     path = directory / META_FILE
     try:
         if directory.exists() and not directory.is_dir():
@@ -213,9 +215,47 @@ def read_meta_properties(directory: Path) -> MetaProperties:
     except StorageFormatError as err:
         raise StorageFormatError(f"{path}: {err}") from None
     directory_id = props.get("directory.id")
-    if directory_id is not None and _decode(directory_id) is None:
-        raise StorageFormatError(f"{path} has an invalid directory.id {directory_id!r}")
+    if directory_id is not None and (problem := directory_id_problem(directory_id)):
+        raise StorageFormatError(f"{path} has an invalid directory.id {directory_id!r}: {problem}")
     return MetaProperties(cluster_id, node_id, version, directory_id)
+
+
+def directory_id_problem(directory_id: str) -> str | None:
+    """Why `directory_id` cannot name a log directory (KIP-858), or None when it can.
+
+    It must be a canonical id, as `random_uuid` prints, and not one of the ids
+    Kafka reserves: the all-zero id means "unassigned" and the next ones mean
+    "lost" and "migrating", so a directory claiming one would be mistaken for
+    such a state.
+    """
+    raw = _decode(directory_id)
+    if raw is None:
+        return "expected 22 characters of URL-safe base64 encoding 16 bytes"
+    if _is_reserved(raw):
+        return "it is a reserved id (the all-zero id and those just above it)"
+    return None
+
+
+def ensure_directory_id(directory: Path, meta: MetaProperties) -> MetaProperties:
+    """`meta` with a directory.id, giving the directory one if it has none yet.
+
+    A directory formatted before directory ids existed (or by a tool that does
+    not write them) gets a random one, written back atomically to its
+    meta.properties, once: every later start reads the same id, so the
+    controllers see one directory under one id across restarts, as Kafka's
+    nodes do when they start on such a directory.
+    """
+    if meta.directory_id is not None:
+        return meta
+    meta = MetaProperties(meta.cluster_id, meta.node_id, meta.version, random_uuid())
+    text = javaproperties.dumps(meta.as_properties(), comments=HEADER, timestamp=True)
+    try:
+        write_atomically(directory / META_FILE, text.encode("utf-8"))
+    except OSError as err:
+        raise StorageFormatError(
+            f"cannot write a directory.id to {directory / META_FILE}: {err.strerror or err}"
+        ) from err
+    return meta
 
 
 def check_directory(directory: Path, node_id: int) -> MetaProperties:

@@ -103,6 +103,7 @@ class BrokerRegistry:
         existing = self.image.brokers.get(request.broker_id)
         if existing is not None and existing.incarnation_id == request.incarnation_id:
             return [], bpb.RegisterBrokerResponse(broker_epoch=existing.broker_epoch)
+        self._check_directories_unclaimed(request)
         if existing is not None and not existing.fenced and self._alive(request.broker_id):
             raise ControllerError(
                 ApiError.DUPLICATE_BROKER_REGISTRATION,
@@ -139,12 +140,28 @@ class BrokerRegistry:
                 for f in request.features
             ],
             fenced=True,
+            log_dirs=request.log_dirs,
         )
         if request.HasField("rack"):
             record.rack = request.rack
         self.touch(request.broker_id, -1)
         records.append(wrap(register_broker=record))
         return records, bpb.RegisterBrokerResponse(broker_epoch=epoch)
+
+    def _check_directories_unclaimed(self, request: bpb.RegisterBrokerRequest) -> None:
+        """One directory, one broker (KIP-858): a copied data directory or a
+        cloned disk image would otherwise give two brokers the same id."""
+        wanted = set(request.log_dirs)
+        for broker in self.image.brokers.values():
+            if broker.broker_id == request.broker_id:
+                continue
+            for directory_id in broker.log_dirs:
+                if directory_id in wanted:
+                    raise ControllerError(
+                        ApiError.INVALID_REQUEST,
+                        f"broker {broker.broker_id} is already registered with directory "
+                        f"{directory_id}",
+                    )
 
     def build_heartbeat(
         self, request: bpb.BrokerHeartbeatRequest, high_watermark: int

@@ -273,6 +273,7 @@ class QuorumController:
                 in_controlled_shutdown=b.in_controlled_shutdown,
                 state=b.state,
                 incarnation_id=b.incarnation_id,
+                log_dirs=b.log_dirs,
             )
             session = sessions.get(broker_id) if active else None
             if session is not None:

@@ -41,6 +41,7 @@ class BrokerRegistration:
     fenced: bool
     in_controlled_shutdown: bool
     features: tuple[tuple[str, int, int], ...] = ()
+    log_dirs: tuple[str, ...] = ()  # KIP-858 directory ids, the metadata.log.dir's first
 
     @property
     def state(self) -> str:
@@ -366,6 +367,7 @@ class MetadataImage:
             r.fenced,
             r.in_controlled_shutdown,
             tuple((f.name, f.min_supported_version, f.max_supported_version) for f in r.features),
+            tuple(r.log_dirs),
         )
         self._touch(_broker_key(r.broker_id), offset, created=created)
 
@@ -656,6 +658,7 @@ def _broker_record(b: BrokerRegistration) -> md.MetadataRecord:
         ],
         fenced=b.fenced,
         in_controlled_shutdown=b.in_controlled_shutdown,
+        log_dirs=b.log_dirs,
     )
     if b.rack is not None:
         record.rack = b.rack

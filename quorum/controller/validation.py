@@ -26,6 +26,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from quorum.common.meta_properties import directory_id_problem
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.request_limits import INT32_MAX, RequestLimits, property_of
 from quorum.gen import admin_pb2 as api
@@ -226,6 +227,26 @@ def _register_broker(r: bpb.RegisterBrokerRequest, limits: RequestLimits) -> Non
                 f"listener {shown(listener.name)} port {listener.port} is not in 0..65535",
             )
     _names("feature name", (f.name for f in r.features), limits)
+    _log_dirs(r.log_dirs, limits)
+
+
+def _log_dirs(log_dirs: Iterable[str], limits: RequestLimits) -> None:
+    """KIP-858's checks (Kafka refuses with InvalidRegistrationException; the
+    rest of registration's refusals here are INVALID_REQUEST, so these are too)."""
+    log_dirs = list(log_dirs)
+    _count("log directories", len(log_dirs), limits)
+    seen: set[str] = set()
+    for directory_id in log_dirs:
+        problem = directory_id_problem(directory_id)
+        if problem is not None:
+            raise ControllerError(
+                ApiError.INVALID_REQUEST, f"directory id {shown(directory_id)}: {problem}"
+            )
+        if directory_id in seen:
+            raise ControllerError(
+                ApiError.INVALID_REQUEST, f"directory id {directory_id} is listed twice"
+            )
+        seen.add(directory_id)
 
 
 _BOUNDS: dict[type, Callable[[Any, RequestLimits], None]] = {

@@ -57,6 +57,7 @@ from quorum.raft.messages import (
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
+from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.replicated_state import ReplicatedState
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
@@ -161,6 +162,9 @@ class RaftDriver:
         self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
         self.stats = DriverStats()
         self.latencies: LatencyObserver = _NoLatencies()
+        # Kafka's poll-idle-ratio-avg: every callback below that does the
+        # driver's work runs inside `with self.poll_idle`.
+        self.poll_idle = PollIdleRatio()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0
@@ -326,7 +330,8 @@ class RaftDriver:
         if isinstance(message, FetchRequest):
             counts = self.stats.fetches_by_replica
             counts[source] = counts.get(source, 0) + 1
-        self.core.on_message(source, message, self.clock())
+        with self.poll_idle:
+            self.core.on_message(source, message, self.clock())
         self._schedule_process()
 
     async def handle_request(self, source: int, message: Message, timeout_s: float) -> Message:
@@ -353,14 +358,16 @@ class RaftDriver:
         if self._closed:
             return
         if self.core.leader_id == peer:
-            self.core.on_leader_unreachable(self.clock())
+            with self.poll_idle:
+                self.core.on_leader_unreachable(self.clock())
             self._schedule_process()
 
     async def propose(self, records: list[bytes]) -> ProposeResult:
         """Append records; returns once they are committed. Raises NotLeaderError."""
         if self._loop is None or self._closed:
             raise RuntimeError("driver not running")
-        result = self.core.propose(records, self.clock())
+        with self.poll_idle:
+            result = self.core.propose(records, self.clock())
         future: asyncio.Future[ProposeResult] = self._loop.create_future()
         waiter = _Waiter(result.epoch, result.last_offset, future, result, time.monotonic())
         self._waiters.append(waiter)
@@ -378,6 +385,11 @@ class RaftDriver:
         self._process_scheduled = False
         if self._closed or self._loop is None:
             return
+        with self.poll_idle:
+            self._run_effects()
+
+    def _run_effects(self) -> None:
+        assert self._loop is not None
         for effect in self.core.poll(self.clock()):
             try:
                 self._execute(effect)
@@ -410,8 +422,9 @@ class RaftDriver:
         self._timer = None
         if self._closed:
             return
-        self.core.on_tick(self.clock())
-        self._process()
+        with self.poll_idle:
+            self.core.on_tick(self.clock())
+            self._process()
 
     def _execute(self, effect: Effect) -> None:
         match effect:
@@ -518,6 +531,10 @@ class RaftDriver:
         small fsync to a worker costs more than the fsync: the worker must take
         the GIL to start and again to report, and on 2 busy cores those waits
         measured several hundred microseconds per flush (see the README)."""
+        with self.poll_idle:
+            self._start_flush()
+
+    def _start_flush(self) -> None:
         assert self._loop is not None
         flush, self._flush_wanted = self._flush_wanted, None
         if flush is None or self._closed:
@@ -549,6 +566,12 @@ class RaftDriver:
     def _flush_done(
         self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None
     ) -> None:
+        with self.poll_idle:
+            self._flushed(flush, end_offset, error, started)
+
+    def _flushed(
+        self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None
+    ) -> None:
         self._flush_running = False
         if self._closed:
             return
@@ -567,10 +590,11 @@ class RaftDriver:
         replicated = self.replicated
         if replicated is None:
             return
-        snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
-        if snapshot_id is None:
-            return
-        records = replicated.capture()
+        with self.poll_idle:
+            snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
+            if snapshot_id is None:
+                return
+            records = replicated.capture()
         self._spawn(self._write_snapshot(snapshot_id, records))
 
     async def _write_snapshot(

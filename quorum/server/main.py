@@ -30,7 +30,11 @@ import grpc
 
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError, ControllerConfig, load_config
-from quorum.common.meta_properties import StorageFormatError, check_directory
+from quorum.common.meta_properties import (
+    StorageFormatError,
+    check_directory,
+    ensure_directory_id,
+)
 from quorum.common.version import version_line
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
@@ -48,6 +52,7 @@ from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
+from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import describe_quorum
 from snapshots.errors import SnapshotCorruptionError
@@ -126,6 +131,9 @@ class Controller:
                 access=self.access,
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
+            self.node.driver.poll_idle = PollIdleRatio(
+                config.metrics_sample_window_ms / 1000, config.metrics_num_samples
+            )
         except BaseException:
             self.log_store.close()
             raise
@@ -283,6 +291,7 @@ async def _start_and_run(config: ControllerConfig) -> int:
     # gRPC's asyncio objects belong to the loop they are made on: build inside it.
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
+        meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
         controller = Controller(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)

@@ -7,7 +7,8 @@ current-epoch -> quorum_raft_current_epoch, current-state -> quorum_raft_current
 high-watermark -> quorum_raft_high_watermark, log-end-offset ->
 quorum_raft_log_end_offset, commit-latency -> quorum_raft_commit_latency_seconds,
 election-latency -> quorum_raft_election_latency_seconds, fetch-records-rate ->
-rate(quorum_raft_fetch_requests_total) per replica.
+rate(quorum_raft_fetch_requests_total) per replica, poll-idle-ratio-avg ->
+quorum_raft_poll_idle_ratio (docs/metrics.md has the full table).
 """
 
 from __future__ import annotations
@@ -111,6 +112,12 @@ class RaftCollector(Collector):
             "quorum_raft_unknown_voter_connections",
             "Voters this node's last call to failed, with no answer since.",
             len(unreachable()) if unreachable is not None else 0,
+        )
+        yield gauge(
+            "quorum_raft_poll_idle_ratio",
+            "Fraction of the sampled window (metrics.sample.window.ms times "
+            "metrics.num.samples) the Raft driver spent waiting for work, not processing.",
+            driver.poll_idle.ratio(),
         )
         yield CounterMetricFamily(
             "quorum_raft_elections",

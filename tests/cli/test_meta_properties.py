@@ -15,6 +15,7 @@ from quorum.common.meta_properties import (
     NotFormattedError,
     StorageFormatError,
     check_directory,
+    ensure_directory_id,
     format_directory,
     random_uuid,
     read_meta_properties,
@@ -94,6 +95,25 @@ def test_a_given_directory_id_is_kept(tmp_path: Path) -> None:
     assert read_meta_properties(tmp_path).directory_id == directory_id
 
 
+def test_a_directory_without_an_id_gets_one_once(tmp_path: Path) -> None:
+    """A directory formatted before directory ids: the first start writes one,
+    every later start reads the same (KIP-858)."""
+    cluster_id = random_uuid()
+    (tmp_path / META_FILE).write_text(f"version=1\ncluster.id={cluster_id}\nnode.id=7\n")
+    meta = ensure_directory_id(tmp_path, read_meta_properties(tmp_path))
+    assert meta.directory_id is not None and len(meta.directory_id) == 22
+    again = read_meta_properties(tmp_path)
+    assert again == meta and (again.cluster_id, again.node_id) == (cluster_id, 7)
+    assert ensure_directory_id(tmp_path, again) == meta
+    assert sorted(p.name for p in tmp_path.iterdir()) == [META_FILE]
+
+
+def test_a_reserved_directory_id_is_never_formatted(tmp_path: Path) -> None:
+    with pytest.raises(StorageFormatError, match="reserved"):
+        format_directory(tmp_path, MetaProperties(random_uuid(), 0, directory_id="A" * 22))
+    assert not (tmp_path / META_FILE).exists()
+
+
 def test_formatting_never_overwrites(tmp_path: Path) -> None:
     cluster_id = random_uuid()
     format_directory(tmp_path, MetaProperties(cluster_id, 1))
@@ -159,6 +179,7 @@ GOOD_ID = b64(bytes(range(1, 17)))
         (f"version=1\ncluster.id={GOOD_ID}\nnode.id=-3\n", "node.id='-3'"),
         ("version=1\ncluster.id=abc\nnode.id=3\n", "invalid cluster id"),
         (f"version=1\ncluster.id={GOOD_ID}\nnode.id=3\ndirectory.id=x\n", "directory.id"),
+        (f"version=1\ncluster.id={GOOD_ID}\nnode.id=3\ndirectory.id={'A' * 22}\n", "reserved"),
         ("version=1\\uZZZZ\n", "not a properties file"),
     ],
 )

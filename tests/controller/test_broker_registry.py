@@ -13,6 +13,7 @@ from image_scenario import Scenario, kinds, leader_isr
 
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
+from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import broker_pb2 as bpb
 
 TIMEOUT_S = 9.0
@@ -108,6 +109,35 @@ def test_registering_again_with_the_same_incarnation_writes_nothing() -> None:
     request = bpb.RegisterBrokerRequest(broker_id=1, incarnation_id="incarnation-1")
     records, reply = c.registry.build_register(request, c.next_offset + 10)
     assert (records, reply.broker_epoch) == ([], epoch)
+
+
+def test_directory_ids_are_registered_kept_in_snapshots_and_never_shared() -> None:
+    """KIP-858: one directory, one broker; the ids survive a snapshot."""
+    c = Cluster()
+    request = bpb.RegisterBrokerRequest(
+        broker_id=1, incarnation_id="one", log_dirs=["Jp7Fpx3hQy2b7mzT4a0yIg"]
+    )
+    records, _ = c.registry.build_register(request, c.next_offset)
+    c.commit(records)
+    assert c.image.brokers[1].log_dirs == ("Jp7Fpx3hQy2b7mzT4a0yIg",)
+    copy = MetadataImage()
+    copy.load_snapshot(c.image.snapshot_records(), c.next_offset)
+    assert copy.brokers[1] == c.image.brokers[1]
+    applied = c.next_offset
+    thief = bpb.RegisterBrokerRequest(
+        broker_id=2, incarnation_id="two", log_dirs=["Jp7Fpx3hQy2b7mzT4a0yIg"]
+    )
+    with pytest.raises(ControllerError) as caught:
+        c.registry.build_register(thief, c.next_offset)
+    assert caught.value.error is ApiError.INVALID_REQUEST
+    assert "broker 1 is already registered with directory" in caught.value.message
+    assert 2 not in c.image.brokers and c.next_offset == applied
+    # The same broker may register its own directory again (a restart).
+    again = bpb.RegisterBrokerRequest(
+        broker_id=1, incarnation_id="one-again", log_dirs=["Jp7Fpx3hQy2b7mzT4a0yIg"]
+    )
+    records, _ = c.registry.build_register(again, c.next_offset)
+    assert records
 
 
 def test_a_live_broker_id_cannot_be_taken_by_another_incarnation() -> None:

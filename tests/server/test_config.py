@@ -131,6 +131,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.snapshot_max_new_record_bytes == 20971520
     assert config.snapshot_max_interval_ms == 3600000
     assert config.snapshot_retain_count == 2
+    assert (config.metrics_sample_window_ms, config.metrics_num_samples) == (30000, 2)
     assert config.metrics_listener is None
     assert config.log_level == "INFO"
     assert config.source is None
@@ -146,7 +147,7 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "admin.request.rate.per.client",
         "admin.request.burst.per.client",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 32 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 34 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:
