@@ -390,7 +390,11 @@ class RaftDriver:
 
     def _run_effects(self) -> None:
         assert self._loop is not None
-        for effect in self.core.poll(self.clock()):
+        effects = self.core.poll(self.clock())
+        superseded = superseded_state_writes(effects)
+        for index, effect in enumerate(effects):
+            if index in superseded:
+                continue
             try:
                 self._execute(effect)
             except Exception as err:
@@ -704,6 +708,28 @@ def _failure(done: asyncio.Future[None]) -> BaseException | None:
 def _expire(future: asyncio.Future[Message]) -> None:
     if not future.done():
         future.set_exception(TimeoutError("no answer in time"))
+
+
+def superseded_state_writes(effects: list[Effect]) -> set[int]:
+    """Positions of quorum-state writes that a later one of the same round
+    replaces before anything leaves the node.
+
+    Granting a vote in a new epoch is two transitions (to the new epoch, then
+    the vote), each persisting the quorum state; only the second needs to reach
+    the disk, since nothing was sent or acknowledged in between, and a crash
+    between them would find the older state either way. One fsync instead of
+    two on every vote. Anything but a role change between the writes keeps both.
+    """
+    skipped: set[int] = set()
+    pending: int | None = None
+    for index, effect in enumerate(effects):
+        if isinstance(effect, PersistQuorumState):
+            if pending is not None:
+                skipped.add(pending)
+            pending = index
+        elif not isinstance(effect, RoleChanged):
+            pending = None
+    return skipped
 
 
 __all__ = ["NotLeaderError", "ProposalFailed", "RaftDriver", "Transport"]
