@@ -164,4 +164,6 @@ def test_both_services_got_their_requests_and_the_quorum_still_commits(cluster: 
         )
     for proc in cluster.procs.values():
         assert "Traceback" not in proc.log_text(), proc.log_text()[-3000:]
+        rss = proc.metrics()["process_resident_memory_bytes"]
+        print(f"controller {proc.node_id}: {rss / 2**20:.0f} MiB resident after the fuzzing")
     cluster.write(3)
