@@ -1,18 +1,25 @@
 """grpcio's own servicers under the StandardAuthorizer, over real mTLS: the health
 service answers any certificate of the CA, server reflection needs DESCRIBE on
 the cluster (super users pass), a denial is CLUSTER_AUTHORIZATION_FAILED,
-counted and logged with the principal, and changes nothing."""
+counted and logged with the principal, and changes nothing; generated requests
+from a certificate without ACLs never get past it."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
+from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
 from quorum.common.wire_errors import wire_error
@@ -21,6 +28,9 @@ from quorum.controller.authorizer import CLUSTER_NAME, STANDARD_AUTHORIZER, Oper
 from tests.integration.controller_cluster import Cluster
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
 from tests.security.test_authorization import binding, create_acls, denials, state
+from tests.security.test_fuzz_standard_services import SERVICES as FUZZED
+from tests.security.test_fuzz_standard_services import call as fuzz_call
+from tests.security.test_fuzz_standard_services import requests_for
 
 SUPER_USERS = "User:CN=controller-1;User:CN=admin"
 
@@ -134,3 +144,49 @@ def test_reflection_for_super_users_and_describe_acls(cluster: Cluster, ca: Loca
         binding(ResourceType.CLUSTER, CLUSTER_NAME, "User:CN=carol", Operation.DESCRIBE),
     )
     assert list_services(cluster, carol) == services
+
+
+UNAUTHORIZED_PER_SERVICE = 250
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("service", list(FUZZED))
+def test_generated_requests_from_a_certificate_without_acls(
+    cluster: Cluster, ca: LocalCa, service: str
+) -> None:
+    """Hostile requests as a certificate with no ACL: health answers (or refuses
+    bad input), reflection is always denied, nothing changes."""
+    mallory = identity(cluster, ca, "mallory")
+    before = state(cluster)
+    answers: Counter[str] = Counter()
+
+    async def send(batch: list[Any]) -> None:
+        channel = open_channel(cluster.procs[1].address, tls=mallory)
+        try:
+            for method, request in batch:
+                code, _ = await fuzz_call(channel, FUZZED[service], method, request)
+                answers[code] += 1
+        finally:
+            await channel.close()
+
+    @seed(31)
+    @settings(
+        max_examples=UNAUTHORIZED_PER_SERVICE // 50,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(batch=st.lists(requests_for(service), min_size=50, max_size=50))
+    def fuzz(batch: list[Any]) -> None:
+        asyncio.run(send(batch))
+
+    fuzz()
+    print(f"{service} as a certificate without ACLs: {dict(answers)}")
+    assert sum(answers.values()) == UNAUTHORIZED_PER_SERVICE
+    assert not {"UNKNOWN", "INTERNAL"} & set(answers), answers
+    if service == "ServerReflection":
+        assert set(answers) <= {"PERMISSION_DENIED", "INVALID_ARGUMENT"}, answers
+        assert answers["PERMISSION_DENIED"] > 0
+    assert cluster.procs[1].alive()
+    assert state(cluster) == before
