@@ -140,6 +140,7 @@ def test_the_broker_is_online_and_its_https_probes_pass(secured: Deployment) -> 
 
 
 def test_quorumctl_in_a_pod_needs_no_tls_flags(secured: Deployment) -> None:
+    secured.cluster.wait_for_leader(timeout_s=45)
     pod = secured.controllers[0]
     env = secured.envs[pod.name]
     assert env["QUORUMCTL_SSL_CA_LOCATION"].endswith("/ca.crt")
