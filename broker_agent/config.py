@@ -24,7 +24,10 @@ Ours:
 =============================================  =========================================
 ``controlled.shutdown.timeout.ms``             30000: SIGTERM waits this long for the
                                                controller to finish the shutdown
-``metrics.listener``                           unset: ``http://host:port`` for Prometheus
+``metrics.listener``                           unset: ``http://host:port`` for Prometheus,
+                                               or ``https://`` with the ssl.* certificate
+``metrics.listener.ssl.client.auth``           none: or required / requested (scrapers'
+                                               certificates, `quorum.common.metrics_tls`)
 ``log.level``                                  INFO
 =============================================  =========================================
 
@@ -58,6 +61,8 @@ from quorum.common.config import (
     url,
     voters,
 )
+from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
+from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
 from quorum.common.tls import CLIENT_KEYS as TLS_KEYS
 from quorum.common.tls import TlsConfigError, TlsSettings, tls_from_properties
 
@@ -75,6 +80,7 @@ KEYS: tuple[str, ...] = (
     "metadata.snapshot.max.interval.ms",
     "controlled.shutdown.timeout.ms",
     "metrics.listener",
+    METRICS_CLIENT_AUTH_KEY,
     "log.level",
     *TLS_KEYS,
 )
@@ -110,6 +116,7 @@ class BrokerConfig:
     metrics_listener: Endpoint | None
     log_level: str
     tls: TlsSettings | None = None
+    metrics_tls: MetricsTls | None = None
 
     @property
     def bootstrap(self) -> list[str]:
@@ -153,6 +160,7 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
     raw_metrics = props.get("metrics.listener", "")
     try:
         tls = tls_from_properties(props, server=False)
+        metrics_tls = metrics_tls_from(props, tls)
     except TlsConfigError as err:
         raise ConfigError(err.key, str(err)) from None
     return BrokerConfig(
@@ -165,5 +173,6 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         metrics_listener=url("metrics.listener", raw_metrics) if raw_metrics else None,
         log_level=log_level(props.get("log.level", "") or "INFO"),
         tls=tls,
+        metrics_tls=metrics_tls,
         **ints,
     )

@@ -107,13 +107,19 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     metrics_at = "disabled"
     if config.metrics_listener is not None:
         try:
-            port = metrics.start(config.metrics_listener.host, config.metrics_listener.port)
+            tls = config.metrics_tls
+            port = metrics.start(
+                config.metrics_listener.host,
+                config.metrics_listener.port,
+                tls.server_context() if tls else None,
+            )
         except ListenerError as err:
             print(f"broker-agent: cannot start: {err}", file=sys.stderr)
             trace.close()
             cache.close()
             return EXIT_STARTUP
-        metrics_at = f"http://{config.metrics_listener.host}:{port}/metrics"
+        scheme = "https" if config.metrics_tls else "http"
+        metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
     log.info(
         "broker %d of cluster %s (directory %s) starting at metadata offset %d; "
         "controllers %s; metrics %s",

@@ -11,6 +11,7 @@ thousands of partition records is larger than gRPC's 4 MiB default.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -167,11 +168,16 @@ def open_channel(
     return grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
 
 
-def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
+def new_server(
+    max_receive_bytes: int = MAX_MESSAGE_BYTES,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+) -> grpc.aio.Server:
     """`max_receive_bytes` is the process's `socket.request.max.bytes`: gRPC refuses
     a larger request (RESOURCE_EXHAUSTED) before decoding it. SO_REUSEPORT is off
     (gRPC turns it on by default), so a second process given a busy port fails at
-    start-up instead of sharing the port and taking half of the calls."""
+    start-up instead of sharing the port and taking half of the calls.
+    `interceptors` run after the malformed-request guard (the server's own
+    authorization of grpcio's servicers)."""
     options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
     return grpc.aio.server(
         options=[
@@ -180,5 +186,5 @@ def new_server(max_receive_bytes: int = MAX_MESSAGE_BYTES) -> grpc.aio.Server:
             ("grpc.so_reuseport", 0),
             *_SERVER_KEEPALIVE_OPTIONS,
         ],
-        interceptors=[RejectMalformedRequests()],
+        interceptors=[RejectMalformedRequests(), *interceptors],
     )

@@ -38,6 +38,8 @@ from typing import TypeVar
 
 import javaproperties
 
+from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
+from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
 from quorum.common.tls import (
     TlsConfigError,
@@ -155,6 +157,7 @@ class ControllerConfig:
     retry_backoff_ms: int
     fetch_max_wait_ms: int
     metrics_listener: Endpoint | None = None
+    metrics_tls: MetricsTls | None = None
     log_segment_bytes: int
     log_segment_ms: int
     max_retention_bytes: int
@@ -197,8 +200,12 @@ class ControllerConfig:
         }
         for key in INT_KEYS:
             props[key.name] = str(getattr(self, key.field))
+        scheme = "https" if self.metrics_tls else "http"
         props["metrics.listener"] = (
-            f"http://{self.metrics_listener.address()}" if self.metrics_listener else ""
+            f"{scheme}://{self.metrics_listener.address()}" if self.metrics_listener else ""
+        )
+        props[METRICS_CLIENT_AUTH_KEY] = (
+            self.metrics_tls.client_auth.value if self.metrics_tls else ""
         )
         props["log.level"] = self.log_level
         for prop in LIMIT_PROPERTIES:
@@ -284,7 +291,7 @@ _STRUCTURAL_KAFKA_KEYS = (
     *TLS_KEYS,
     *AUTHORIZER_KEYS,
 )
-_STRUCTURAL_OUR_KEYS = ("metrics.listener", "log.level")
+_STRUCTURAL_OUR_KEYS = ("metrics.listener", METRICS_CLIENT_AUTH_KEY, "log.level")
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
 OUR_KEYS: tuple[str, ...] = _STRUCTURAL_OUR_KEYS + tuple(k.name for k in INT_KEYS if not k.kafka)
 KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
@@ -452,6 +459,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         for err in _role_problems(node_id, roles, voter_map, listener):
             problems.add(err)
     tls = check(lambda: _tls(props))
+    metrics_tls = check(lambda: _metrics_tls(props, tls))
     authorizer = check(lambda: _authorizer(props))
     if metrics is not None and listener is not None and _same_endpoint(metrics, listener):
         problems.add(
@@ -474,6 +482,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         advertised=voter_map.get(node_id, listener),
         metadata_log_dir=Path(log_dir),
         metrics_listener=metrics,
+        metrics_tls=metrics_tls,
         **ints,  # type: ignore[arg-type]
         log_level=level,
         request_limits=limits_from(limit_values),  # type: ignore[arg-type]
@@ -487,6 +496,13 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
 def _tls(props: Mapping[str, str]) -> TlsSettings | None:
     try:
         return tls_from_properties(props, server=True, listener_name=_listener_name(props))
+    except TlsConfigError as err:
+        raise ConfigError(err.key, str(err)) from None
+
+
+def _metrics_tls(props: Mapping[str, str], tls: TlsSettings | None) -> MetricsTls | None:
+    try:
+        return metrics_tls_from(props, tls)
     except TlsConfigError as err:
         raise ConfigError(err.key, str(err)) from None
 
@@ -739,9 +755,10 @@ def _listener(props: Mapping[str, str]) -> Endpoint:
 
 
 def url(key: str, raw: str) -> Endpoint:
+    """``http://host:port`` or ``https://host:port`` (the metrics listener)."""
     scheme, sep, rest = raw.partition("://")
-    if not sep or scheme.lower() != "http":
-        raise ConfigError(key, f"must look like http://host:port, got {raw!r}")
+    if not sep or scheme.lower() not in ("http", "https"):
+        raise ConfigError(key, f"must look like http://host:port or https://host:port, got {raw!r}")
     return host_port(key, rest.rstrip("/"), any_host=True)
 
 

@@ -7,10 +7,14 @@ log. This interceptor swaps every method's request parser for one that turns a
 failure into a marker; the call is then refused with INVALID_ARGUMENT and
 Kafka's INVALID_REQUEST in the rich details, and logged at most once per
 `LOG_EVERY_S` with a count. Nothing reaches a servicer, so nothing changes.
+A streaming servicer may yield its answers or write them (`context.write`, as
+grpcio's health Watch does); the wrapper takes the same form, since gRPC
+iterates the one and awaits the other.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -99,6 +103,15 @@ def _guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler
         return grpc.unary_unary_rpc_method_handler(unary_unary, parse, serialize)
     if handler.unary_stream is not None:
         inner_us = handler.unary_stream
+        if inspect.iscoroutinefunction(inner_us):
+            # A servicer that answers with context.write (grpcio's health Watch).
+
+            async def unary_writer(request: Any, context: Any) -> None:
+                if isinstance(request, _Malformed):
+                    await _refuse(context, method, request)
+                await inner_us(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(unary_writer, parse, serialize)
 
         async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
             if isinstance(request, _Malformed):
@@ -115,6 +128,12 @@ def _guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler
 
         return grpc.stream_unary_rpc_method_handler(stream_unary, parse, serialize)
     inner_ss = handler.stream_stream
+    if inspect.iscoroutinefunction(inner_ss):
+
+        async def stream_writer(requests: AsyncIterator[Any], context: Any) -> None:
+            await inner_ss(_checked(requests, context, method), context)
+
+        return grpc.stream_stream_rpc_method_handler(stream_writer, parse, serialize)
 
     async def stream_stream(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         async for answer in inner_ss(_checked(requests, context, method), context):

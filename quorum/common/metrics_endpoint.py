@@ -7,10 +7,19 @@ own readiness check passes (a controller: it knows a reachable leader; a broker:
 it is ONLINE) and 503 with the reason otherwise, so an HTTP probe is honest. Any
 other path is 404: prometheus_client's own server answered the metrics page on
 every path, so a probe of `/healthz` "passed" on a leaderless node.
+
+Given an SSL context (`metrics.listener=https://...`, `quorum.common.metrics_tls`)
+the same paths are served over HTTPS only. The handshake runs on the
+connection's own thread, not in `accept`, so a client that connects and says
+nothing holds one thread until `HANDSHAKE_TIMEOUT_S`, never the listener; a
+plaintext client's failed handshake is dropped without a traceback.
 """
 
 from __future__ import annotations
 
+import logging
+import socket
+import ssl
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +30,9 @@ from prometheus_client.exposition import choose_encoder
 
 from quorum.common.channels import ListenerError
 from quorum.common.version import product_version
+
+log = logging.getLogger(__name__)
+HANDSHAKE_TIMEOUT_S = 10.0
 
 # (ready?, one line saying why) — evaluated on every /readyz request.
 ReadinessCheck = Callable[[], tuple[bool, str]]
@@ -46,6 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
     """`/metrics`, `/healthz`, `/readyz`; 404 elsewhere. One per request."""
 
     endpoint: ClassVar[MetricsEndpoint]
+    timeout = HANDSHAKE_TIMEOUT_S  # also bounds a silent client over plain HTTP
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -71,6 +84,15 @@ class _Handler(BaseHTTPRequestHandler):
         """Scrapes every few seconds would flood the process's log."""
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A failed TLS handshake (a plaintext scrape, an untrusted certificate) or
+        a dropped connection: one debug line, not a traceback on stderr."""
+        log.debug("metrics connection from %s failed", client_address, exc_info=True)
+
+
 class MetricsEndpoint:
     """`/metrics`, `/healthz` and `/readyz` over HTTP on their own thread, one
     registry per process. `readiness` is set by the process (default: ready)."""
@@ -90,15 +112,21 @@ class MetricsEndpoint:
                     registry=self.registry)  # fmt: skip
         info.info({"version": product_version(), **labels})
 
-    def start(self, host: str, port: int) -> int:
+    def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> int:
+        """Serve on `host:port` (HTTPS with `tls`); the port actually bound."""
         handler = type("Handler", (_Handler,), {"endpoint": self})
+        scheme = "https" if tls else "http"
         try:
-            server = ThreadingHTTPServer((host, port), handler)
+            server = _Server((host, port), handler)
         except OSError as err:
             raise ListenerError(
-                f"cannot listen on metrics.listener http://{host}:{port}: {err.strerror}"
+                f"cannot listen on metrics.listener {scheme}://{host}:{port}: {err.strerror}"
             ) from err
-        server.daemon_threads = True
+        if tls is not None:
+            listening: socket.socket = server.socket
+            server.socket = tls.wrap_socket(
+                listening, server_side=True, do_handshake_on_connect=False
+            )
         threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
         self._server = server
         return int(server.server_port)

@@ -76,9 +76,19 @@ class AccessControl(Collector):
         principal = principal_of(context)
         if principal in self.config.super_users:
             return
-        host = peer_host(context)
+        needs = requirements(request, self._topic_name_of)
+        await self._require(context, type(request).__name__.removesuffix("Request"), needs)
+
+    async def check_call(self, context: Any, kind: str, needs: list[Requirement]) -> None:
+        """Abort the call `kind` (PERMISSION_DENIED) unless every one of `needs` is
+        met: for calls whose requests are not ours (server reflection)."""
+        if self.config.enabled and principal_of(context) not in self.config.super_users:
+            await self._require(context, kind, needs)
+
+    async def _require(self, context: Any, kind: str, needs: list[Requirement]) -> None:
+        principal, host = principal_of(context), peer_host(context)
         acls = list(self._acls())
-        for need in requirements(request, self._topic_name_of):
+        for need in needs:
             decision = None
             for action in need.alternatives:
                 decision = authorize(self.config, acls, principal, host, action)
@@ -86,7 +96,7 @@ class AccessControl(Collector):
                     break
             assert decision is not None
             if not decision.allowed:
-                await self._deny(context, request, need, principal, host, decision.reason)
+                await self._deny(context, kind, need, principal, host, decision.reason)
 
     async def throttle(self, context: Any, request: Any, admin: bool = False) -> None:
         """Abort an admin call (RESOURCE_EXHAUSTED) past its client's rate; a call
@@ -131,9 +141,8 @@ class AccessControl(Collector):
         }
 
     async def _deny(
-        self, context: Any, request: Any, need: Requirement, principal: str, host: str, why: str
+        self, context: Any, kind: str, need: Requirement, principal: str, host: str, why: str
     ) -> None:
-        kind = type(request).__name__.removesuffix("Request")
         error = need.error
         self.denials[(error.name, kind)] += 1
         self._log(f"denied {kind} to {principal} from {host}: {why} ({error.name})")

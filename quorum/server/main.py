@@ -159,12 +159,16 @@ class Controller:
         if self.config.metrics_listener is not None:
             endpoint = self.config.metrics_listener
             try:
-                port = self.metrics.start(endpoint.host, endpoint.port)
+                tls = self.config.metrics_tls
+                port = self.metrics.start(
+                    endpoint.host, endpoint.port, tls.server_context() if tls else None
+                )
             except ListenerError as err:
                 print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
                 self.log_store.close()
                 return EXIT_STARTUP
-            metrics_at = f"http://{endpoint.host}:{port}/metrics"
+            scheme = "https" if self.config.metrics_tls else "http"
+            metrics_at = f"{scheme}://{endpoint.host}:{port}/metrics"
         await self.node.start()
         background = [
             asyncio.ensure_future(self.controller_metrics.refresh_forever()),

@@ -3,7 +3,9 @@
 The gRPC server carries the Raft protocol, the QuorumLog write service, the
 standard health service (SERVING only while this node knows a leader, so a load
 balancer or Kubernetes probe sends nothing to a node that cannot make progress)
-and server reflection (so `grpcurl` works without the .proto files).
+and server reflection (so `grpcurl` works without the .proto files); with an
+authorizer, reflection needs DESCRIBE on the cluster
+(`standard_services_access`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
 from quorum.server.access import AccessControl
 from quorum.server.driver import RaftDriver
+from quorum.server.health_service import QuorumHealth
 from quorum.server.replicated_state import ReplicatedState
+from quorum.server.standard_services_access import AuthorizeStandardServices
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
 
 SERVICES = tuple(
@@ -65,7 +69,8 @@ class QuorumNode:
             tls=tls,
         )
         self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
-        self.server = new_server(max_request_bytes)
+        guards = [AuthorizeStandardServices(access)] if access is not None else []
+        self.server = new_server(max_request_bytes, guards)
         addresses = dict(peers)
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(
@@ -84,7 +89,7 @@ class QuorumNode:
             self.server,
         )
         extra = add_services(self.server, self.driver) if add_services else []
-        self.health = health.aio.HealthServicer()
+        self.health = QuorumHealth()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (*SERVICES, *extra, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server

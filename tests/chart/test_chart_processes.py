@@ -19,219 +19,38 @@ SIGTERM ends every broker cleanly within its terminationGracePeriodSeconds.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from chart_render import NAMESPACE, Doc, cluster_id, config_map, container, name, one, render
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from kube_api_double import KubeApiDouble, kube_api
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from controller_cluster import BIN, Cluster, Proc, free_port
+from chart_pods import (
+    ZONES,
+    Deployment,
+    container,
+    deploy,
+    exec_probe,
+    health_status,
+    pod_env,
+    run_init,
+)
+from chart_render import NAMESPACE
+from controller_cluster import Cluster
 
 from quorum.gen import admin_pb2 as api
 
 pytestmark = pytest.mark.slow
 
 VALUES = {"brokers": {"rack": {"enabled": True, "topologyKey": "topology.kubernetes.io/zone"}}}
-ZONES = ("zone-a", "zone-b", "zone-c")
-MOUNTS = ("/etc/kraft-quorum", "/var/run/kraft-quorum", "/var/lib/kraft-quorum", "/tmp")
-# (the scripts name no path under /tmp; HOME points the pod's /tmp there instead)
-
-
-@dataclass
-class Pod:
-    """One pod of a StatefulSet, on loopback."""
-
-    statefulset: str
-    ordinal: int
-    root: Path
-    port: int = field(default_factory=free_port)
-    metrics_port: int = field(default_factory=free_port)
-
-    @property
-    def name(self) -> str:
-        return f"{self.statefulset}-{self.ordinal}"
-
-    @property
-    def node_name(self) -> str:
-        return f"node-{self.ordinal}"
-
-    def path(self, mount: str) -> Path:
-        return self.root / self.name / mount.strip("/").replace("/", "_")
-
-
-class Rewrite:
-    """Pod-world strings to loopback ones, for one pod."""
-
-    def __init__(self, pod: Pod, controllers: list[Pod], domain: str, role_port: int) -> None:
-        self.pairs: list[tuple[str, str]] = [(m, str(pod.path(m))) for m in MOUNTS[:3]]
-        for c in controllers:
-            self.pairs.append((f"{c.name}.{domain}:{role_port}", f"127.0.0.1:{c.port}"))
-        self.pairs += [
-            (f"CONTROLLER://:{role_port}", f"CONTROLLER://127.0.0.1:{pod.port}"),
-            (f"127.0.0.1:{role_port}", f"127.0.0.1:{pod.port}"),
-            ("http://:9090", f"http://127.0.0.1:{pod.metrics_port}"),
-            ("http://127.0.0.1:9090", f"http://127.0.0.1:{pod.metrics_port}"),
-        ]
-
-    def __call__(self, text: str) -> str:
-        """One pass, longest match first, so a replacement is never rewritten again."""
-        table = dict(self.pairs)
-        pattern = "|".join(re.escape(old) for old in sorted(table, key=len, reverse=True))
-        return re.sub(pattern, lambda m: table[m.group(0)], text)
-
-
-@dataclass
-class Rendered:
-    docs: list[Doc]
-    cluster_id: str
-    config: dict[str, str]
-    controllers: Doc
-    brokers: Doc
-
-
-def pod_env(c: Doc, pod: Pod, rendered: Rendered, kube: KubeApiDouble) -> dict[str, str]:
-    """The container's environment as the kubelet resolves it, plus this machine's PATH."""
-    env = {
-        "PATH": f"{BIN}:{os.environ['PATH']}",
-        "HOME": str(pod.path("/tmp")),
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",  # as the kubelet sets it; the
-        "KRAFT_QUORUM_KUBE_API": kube.url,  # plain-HTTP stand-in answers instead
-    }
-    for var in c.get("env", []):
-        source = var.get("valueFrom")
-        if source is None:
-            env[var["name"]] = var["value"]
-        elif "fieldRef" in source:
-            field_path = source["fieldRef"]["fieldPath"]
-            env[var["name"]] = {"metadata.name": pod.name, "spec.nodeName": pod.node_name}[
-                field_path
-            ]
-        else:
-            ref = source["secretKeyRef"]
-            assert ref["name"] == name("cluster-id") and ref["key"] == "cluster.id"
-            env[var["name"]] = rendered.cluster_id
-    return env
-
-
-def materialise(pod: Pod, rewrite: Rewrite, rendered: Rendered) -> None:
-    """The pod's volumes: the ConfigMap's files (rewritten), an empty run dir and data volume."""
-    for mount in MOUNTS:
-        pod.path(mount).mkdir(parents=True, exist_ok=True)
-    for key, text in rendered.config.items():
-        (pod.path("/etc/kraft-quorum") / key).write_text(rewrite(text))
-
-
-def run_init(c: Doc, env: dict[str, str], rewrite: Rewrite) -> subprocess.CompletedProcess[str]:
-    command = [rewrite(part) for part in [*c["command"], *c["args"]]]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-
-
-def start_main(c: Doc, env: dict[str, str], rewrite: Rewrite, log: Path) -> subprocess.Popen[bytes]:
-    command = [rewrite(part) for part in [*c["command"], *c["args"]]]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def exec_probe(c: Doc, probe: str, env: dict[str, str], rewrite: Rewrite) -> int:
-    command = [rewrite(part) for part in c[probe]["exec"]["command"]]
-    timeout = c[probe]["timeoutSeconds"]
-    return subprocess.run(command, env=env, capture_output=True, timeout=timeout).returncode
-
-
-def health_status(address: str) -> str:
-    """What the kubelet's gRPC readiness probe asks: Check(service="")."""
-    with grpc.insecure_channel(address) as channel:
-        reply = health_pb2_grpc.HealthStub(channel).Check(
-            health_pb2.HealthCheckRequest(service=""), timeout=3
-        )
-    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
-
-
-@dataclass
-class Deployment:
-    rendered: Rendered
-    cluster: Cluster
-    controllers: list[Pod]
-    brokers: list[Pod]
-    rewrites: dict[str, Rewrite]
-    envs: dict[str, dict[str, str]]
-    kube: KubeApiDouble
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    root = tmp_path_factory.mktemp("chart-pods")
-    docs = render(VALUES)
-    rendered = Rendered(
-        docs,
-        cluster_id(docs),
-        config_map(docs),
-        one(docs, "StatefulSet", name("controller")),
-        one(docs, "StatefulSet", name("broker")),
-    )
-    domain = f"{rendered.controllers['spec']['serviceName']}.{NAMESPACE}.svc.cluster.local"
-    port = container(rendered.controllers, "controller")["ports"][0]["containerPort"]
-    controllers = [
-        Pod(name("controller"), i, root) for i in range(rendered.controllers["spec"]["replicas"])
-    ]
-    brokers = [Pod(name("broker"), i, root) for i in range(rendered.brokers["spec"]["replicas"])]
-    cluster = Cluster(root, rendered.cluster_id)
-    rewrites: dict[str, Rewrite] = {}
-    envs: dict[str, dict[str, str]] = {}
-    with kube_api(NAMESPACE) as kube:
-        for pod, zone in zip(brokers, ZONES, strict=True):
-            kube.put(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Node",
-                    "metadata": {
-                        "name": pod.node_name,
-                        "labels": {"topology.kubernetes.io/zone": zone},
-                    },
-                }
-            )
-        try:
-            for pods, statefulset, role in (
-                (controllers, rendered.controllers, "controller"),
-                (brokers, rendered.brokers, "broker"),
-            ):
-                for pod in pods:
-                    rewrite = Rewrite(pod, controllers, domain, port)
-                    rewrites[pod.name] = rewrite
-                    materialise(pod, rewrite, rendered)
-                    init = container(statefulset, "format", init=True)
-                    result = run_init(init, pod_env(init, pod, rendered, kube), rewrite)
-                    assert result.returncode == 0, result.stdout + result.stderr
-                    assert "Formatting" in result.stdout
-                    main = container(statefulset, role)
-                    env = envs[pod.name] = pod_env(main, pod, rendered, kube)
-                    config = pod.path("/var/run/kraft-quorum") / f"{role}.properties"
-                    node_id = int(re.findall(r"^node\.id=(\d+)$", config.read_text(), re.M)[-1])
-                    proc = Proc(
-                        node_id, pod.port, pod.metrics_port, config,
-                        pod.path("/var/lib/kraft-quorum") / "metadata", root / f"{pod.name}.log",
-                    )  # fmt: skip
-                    (cluster.procs if role == "controller" else cluster.brokers)[node_id] = proc
-                    # As on Kubernetes, nothing waits for anything: every pod starts
-                    # as soon as its init container is done.
-                    proc.popen = start_main(main, env, rewrite, proc.log_file)
-            yield Deployment(rendered, cluster, controllers, brokers, rewrites, envs, kube)
-        finally:
-            cluster.stop_all()
+    with deploy(VALUES, tmp_path_factory.mktemp("chart-pods")) as running:
+        yield running
 
 
 def test_node_ids_follow_the_pod_ordinals(deployment: Deployment) -> None:

@@ -17,6 +17,10 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "five-controllers": {"controllers": {"replicas": 5}},
     "tls": {"tls": {"enabled": True, "secretName": "kq-tls", "clientAuth": "required"}},
+    "tls-metrics-mtls": {
+        "tls": {"enabled": True, "secretName": "kq-tls", "clientAuth": "none"},
+        "metrics": {"tls": {"clientAuth": "required"}, "serviceMonitor": {"enabled": True}},
+    },
     "racks": {"brokers": {"rack": {"enabled": True, "topologyKey": "topology.kubernetes.io/zone"}}},
     "metrics-off": {"metrics": {"enabled": False}},
     "service-monitor": {
@@ -132,6 +136,10 @@ SCHEMA_REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"clusterId": "not-an-id"}, "clusterId: Does not match pattern"),
     ({"controllers": {"antiAffinity": "always"}}, "controllers.antiAffinity must be one of"),
     ({"tls": {"clientAuth": "optional"}}, "tls.clientAuth: tls.clientAuth must be one of"),
+    (
+        {"metrics": {"tls": {"clientAuth": "requested"}}},
+        "metrics.tls.clientAuth: metrics.tls.clientAuth must be one of",
+    ),
 ]  # fmt: skip
 
 
@@ -166,6 +174,13 @@ CHART_REFUSALS: list[tuple[dict[str, Any], str]] = [
         "brokers.config.broker.rack is set by the chart itself",
     ),
     ({"metrics": {"port": 9093}}, "metrics.port=9093 is the controllers' listener port"),
+    (
+        {
+            "tls": {"enabled": True, "secretName": "kq-tls"},
+            "controllers": {"config": {"ssl.client.auth": "none"}},
+        },
+        "ssl.client.auth is set by the chart itself with tls.enabled",
+    ),
 ]
 
 

@@ -142,12 +142,13 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
     assert set(OUR_KEYS) == {
         "controller.quorum.fetch.max.wait.ms",
         "metrics.listener",
+        "metrics.listener.ssl.client.auth",
         "metadata.snapshot.retain.count",
         "log.level",
         "admin.request.rate.per.client",
         "admin.request.burst.per.client",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 34 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 35 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:
@@ -300,7 +301,8 @@ def test_unknown_key_suggests_the_closest_known_one() -> None:
         ),
         # ours
         ({"metrics__listener": "127.0.0.1:9193"}, "metrics.listener", "http://host:port"),
-        ({"metrics__listener": "https://127.0.0.1:9193"}, "metrics.listener", "http://"),
+        ({"metrics__listener": "https://127.0.0.1:9193"}, "metrics.listener", "certificate"),
+        ({"metrics__listener": "tcp://127.0.0.1:9193"}, "metrics.listener", "http://"),
         ({"metrics__listener": "http://127.0.0.1:x"}, "metrics.listener", "port"),
         ({"metrics__listener": "http://127.0.0.1:9094"}, "metrics.listener", "9094"),
         ({"log__level": "LOUD"}, "log.level", "one of"),

@@ -193,6 +193,58 @@ epoch. The installed set is read from the controllers' StatefulSet.
 {{- end -}}
 {{- end -}}
 
+{{/* Where the TLS Secret is mounted. */}}
+{{- define "kraft-quorum.tlsDir" -}}/etc/kraft-quorum-tls{{- end -}}
+
+{{/* "true" when the metrics listener serves HTTPS. */}}
+{{- define "kraft-quorum.metricsHttps" -}}
+{{- if and .Values.tls.enabled .Values.metrics.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* metrics.listener and its client auth (every pod). */}}
+{{- define "kraft-quorum.metricsListener" -}}
+{{- if include "kraft-quorum.metricsHttps" . -}}
+metrics.listener=https://:{{ .Values.metrics.port }}
+metrics.listener.ssl.client.auth={{ .Values.metrics.tls.clientAuth }}
+{{- else -}}
+metrics.listener=http://:{{ .Values.metrics.port }}
+{{- end -}}
+{{- end -}}
+
+{{/* Kafka's TLS keys with the Secret's files; call with (dict "root" $ "map" M). */}}
+{{- define "kraft-quorum.sslProperties" -}}
+{{- $dir := include "kraft-quorum.tlsDir" .root -}}
+listener.security.protocol.map={{ .map }}
+ssl.certificate.location={{ $dir }}/tls.crt
+ssl.key.location={{ $dir }}/tls.key
+ssl.ca.location={{ $dir }}/ca.crt
+{{- end -}}
+
+{{/*
+TLS environment of a pod's containers (call with (dict "root" $ "headless" NAME)):
+the pod's own DNS name, which its certificate names and the probes verify it by
+(they dial 127.0.0.1), and quorumctl's TLS files, so `kubectl exec ... quorumctl`
+needs no flags.
+*/}}
+{{- define "kraft-quorum.tlsEnv" -}}
+{{- if .root.Values.tls.enabled -}}
+{{- $dir := include "kraft-quorum.tlsDir" .root }}
+- name: POD_DNS_NAME
+  value: "$(POD_NAME).{{ .headless }}.{{ .root.Release.Namespace }}.svc.{{ .root.Values.clusterDomain }}"
+- name: QUORUMCTL_SSL_CA_LOCATION
+  value: {{ $dir }}/ca.crt
+- name: QUORUMCTL_SSL_CERTIFICATE_LOCATION
+  value: {{ $dir }}/tls.crt
+- name: QUORUMCTL_SSL_KEY_LOCATION
+  value: {{ $dir }}/tls.key
+{{- end -}}
+{{- end -}}
+
+{{/* The probe script's TLS flag (empty without TLS). */}}
+{{- define "kraft-quorum.probeTls" -}}
+{{- if .Values.tls.enabled }}, --tls, {{ include "kraft-quorum.tlsDir" . }}{{ end -}}
+{{- end -}}
+
 {{/* Environment of the controller pods' containers. */}}
 {{- define "kraft-quorum.controllerEnv" -}}
 - name: POD_NAME
@@ -208,6 +260,7 @@ epoch. The installed set is read from the controllers' StatefulSet.
       key: cluster.id
 - name: QUORUMCTL_BOOTSTRAP
   value: {{ include "kraft-quorum.bootstrap" . | quote }}
+{{- include "kraft-quorum.tlsEnv" (dict "root" . "headless" (include "kraft-quorum.controllerHeadless" .)) }}
 {{- end -}}
 
 {{/* Mounts shared by every container: properties and scripts, the written config, data, /tmp. */}}
@@ -261,6 +314,7 @@ epoch. The installed set is read from the controllers' StatefulSet.
       key: cluster.id
 - name: QUORUMCTL_BOOTSTRAP
   value: {{ include "kraft-quorum.bootstrap" . | quote }}
+{{- include "kraft-quorum.tlsEnv" (dict "root" . "headless" (include "kraft-quorum.brokerHeadless" .)) }}
 {{- if .Values.brokers.rack.enabled }}
 - name: NODE_NAME
   valueFrom:
