@@ -13,18 +13,17 @@ import asyncio
 import json
 import os
 import random
-import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from checkers import OK, check_linearizable
-from fault_cluster import FaultCluster, describe, name, to_thread
+from fault_cluster import FaultCluster, name, to_thread
+from shared_scenarios import impaired_follower, leader_isolation
 from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
-from workload import REGISTER_INITIAL, Workload, running
+from workload import Workload, running
 
 from quorum.common.wire_errors import wire_error
 from quorum.controller.codec import noop
@@ -56,23 +55,6 @@ def fc(tmp_path: Path, toxiproxy: Toxiproxy) -> Iterator[FaultCluster]:
             proxy.destroy()
 
 
-async def role_of(fc: FaultCluster, node: int) -> str:
-    proc = fc.cluster.procs[node]
-    try:
-        return (await describe(proc.address, fc.cluster.cluster_id)).role
-    except Exception:
-        return "unreachable"
-
-
-async def wait_role(fc: FaultCluster, node: int, roles: set[str], timeout_s: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if await role_of(fc, node) in roles:
-            return time.monotonic() - start
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"node {node} not {roles} within {timeout_s}s")
-
-
 def epoch(fc: FaultCluster) -> int:
     return int(fc.wait_converged().popitem()[1].leader_epoch)
 
@@ -81,48 +63,7 @@ def epoch(fc: FaultCluster) -> int:
 
 
 def test_1_isolated_leader_is_replaced_resigns_and_rejoins(fc: FaultCluster) -> None:
-    """The leader loses both followers (no process killed, nothing refused): a new
-    leader is elected, the old one resigns by check-quorum and acknowledges no
-    write issued after the cut; healed, it follows and drops its uncommitted tail.
-    Reads served by the old leader's image (the planted bug) are caught."""
-    old = fc.leader()
-    others = [n for n in fc.ids if n != old]
-
-    async def scenario() -> tuple[Workload, Workload, float, float, float, float]:
-        workload, stale = fc.workload(), fc.workload(appenders=0, stale_reads_from=old)
-        async with running(workload):
-            await asyncio.sleep(2)
-            cut = time.monotonic()
-            await to_thread(fc.net.isolate, name(old))
-            cut_done = time.monotonic()
-            async with running(stale):
-                resigned = await wait_role(fc, old, {"resigned", "follower", "prospective",
-                                                     "candidate", "unattached"}, 10)  # fmt: skip
-                new = await to_thread(fc.leader, others)
-                await asyncio.sleep(2)  # writes commit under the new leader meanwhile
-            tail = await describe(fc.cluster.procs[old].address, fc.cluster.cluster_id)
-            heal = time.monotonic()
-            await to_thread(fc.net.heal)
-            await asyncio.sleep(3)
-        print(f"old leader {old} resigned {resigned:.2f}s after the cut; new leader {new}; "
-              f"old leader's log end {tail.log_end_offset}, its high watermark "
-              f"{tail.high_watermark}")  # fmt: skip
-        return workload, stale, cut, cut_done, heal, resigned
-
-    workload, stale, cut, cut_done, heal, resigned = asyncio.run(scenario())
-    late = [
-        op for op in workload.appends if op.node == old and op.outcome == OK and op.call > cut_done
-    ]
-    assert not late, f"the isolated leader acknowledged writes issued after the cut: {late[:3]}"
-    assert resigned < 6.0  # check-quorum: within about the fetch timeout (2 s)
-    figures = fc.check(workload, "1 leader isolation", (cut, heal))
-    views = fc.wait_converged()
-    assert views[old].role == "follower" and views[old].leader_id != old
-    assert figures["writes_lost"] == 0
-    # the planted bug: the old leader's own image, read with no barrier, is stale
-    planted = check_linearizable(workload.register + stale.register, REGISTER_INITIAL)
-    assert not planted.ok, "stale reads from the partitioned old leader went unnoticed"
-    print(f"planted stale reads caught: {planted.message}")
+    leader_isolation(fc, "1 leader isolation")
 
 
 # ---------------------------------------------------------------- scenario 2
@@ -187,38 +128,7 @@ def test_3_asymmetric_partition_of_a_follower(fc: FaultCluster, direction: str) 
 def test_4_slow_follower_links_leave_commit_latency_near_the_fast_path(
     fc: FaultCluster,
 ) -> None:
-    leader = fc.leader()
-    follower = next(n for n in fc.ids if n != leader)
-
-    async def scenario() -> tuple[Workload, float, float, float]:
-        workload = fc.workload(appenders=1, registers=0)
-        async with running(workload):
-            await asyncio.sleep(3)
-            slow = time.monotonic()
-            await to_thread(fc.net.slow, name(follower), 200, 50)
-            await asyncio.sleep(6)
-            heal = time.monotonic()
-            await to_thread(fc.net.heal)
-            await asyncio.sleep(2)
-        return workload, slow, heal, time.monotonic()
-
-    workload, slow, heal, _ = asyncio.run(scenario())
-
-    def latencies(start: float, end: float) -> list[float]:
-        return sorted(
-            op.ret - op.call
-            for op in workload.appends
-            if op.outcome == OK and op.ret and start + 0.5 < op.call < end
-        )
-
-    fast, slowed = latencies(0, slow), latencies(slow, heal)
-    p50_fast, p50_slow = statistics.median(fast), statistics.median(slowed)
-    p99_slow = slowed[int(0.99 * (len(slowed) - 1))]
-    print(f"commit latency p50 {p50_fast * 1000:.1f} ms fast, {p50_slow * 1000:.1f} ms with "
-          f"200±50 ms on follower {follower}'s links (p99 {p99_slow * 1000:.1f} ms)")  # fmt: skip
-    fc.check(workload, "4 slow follower", (slow, heal))
-    assert p50_slow < max(3 * p50_fast, p50_fast + 0.03)  # nowhere near the 200 ms link
-    assert p99_slow < 0.15
+    impaired_follower(fc, lambda follower: fc.net.slow(follower, 200, 50), "4 slow follower")
 
 
 # ---------------------------------------------------------------- scenario 7
