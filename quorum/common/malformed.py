@@ -14,14 +14,14 @@ iterates the one and awaits the other.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
+from quorum.common.guarded_handlers import guarded_handler
 from quorum.common.wire_errors import rich_status
 from quorum.raft.messages import ErrorCode
 
@@ -79,67 +79,12 @@ async def _refuse(context: Any, method: str, bad: _Malformed) -> None:
     )
 
 
-def _checked(requests: AsyncIterator[Any], context: Any, method: str) -> AsyncIterator[Any]:
-    async def each() -> AsyncIterator[Any]:
-        async for request in requests:
-            if isinstance(request, _Malformed):
-                await _refuse(context, method, request)
-            yield request
-
-    return each()
-
-
 def _guard(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-    parse = _tolerant(handler.request_deserializer)
-    serialize = handler.response_serializer
-    if handler.unary_unary is not None:
-        inner_uu = handler.unary_unary
+    async def refuse_malformed(request: Any, context: Any) -> None:
+        if isinstance(request, _Malformed):
+            await _refuse(context, method, request)
 
-        async def unary_unary(request: Any, context: Any) -> Any:
-            if isinstance(request, _Malformed):
-                await _refuse(context, method, request)
-            return await inner_uu(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(unary_unary, parse, serialize)
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
-        if inspect.iscoroutinefunction(inner_us):
-            # A servicer that answers with context.write (grpcio's health Watch).
-
-            async def unary_writer(request: Any, context: Any) -> None:
-                if isinstance(request, _Malformed):
-                    await _refuse(context, method, request)
-                await inner_us(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(unary_writer, parse, serialize)
-
-        async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-            if isinstance(request, _Malformed):
-                await _refuse(context, method, request)
-            async for answer in inner_us(request, context):
-                yield answer
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, parse, serialize)
-    if handler.stream_unary is not None:
-        inner_su = handler.stream_unary
-
-        async def stream_unary(requests: AsyncIterator[Any], context: Any) -> Any:
-            return await inner_su(_checked(requests, context, method), context)
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, parse, serialize)
-    inner_ss = handler.stream_stream
-    if inspect.iscoroutinefunction(inner_ss):
-
-        async def stream_writer(requests: AsyncIterator[Any], context: Any) -> None:
-            await inner_ss(_checked(requests, context, method), context)
-
-        return grpc.stream_stream_rpc_method_handler(stream_writer, parse, serialize)
-
-    async def stream_stream(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        async for answer in inner_ss(_checked(requests, context, method), context):
-            yield answer
-
-    return grpc.stream_stream_rpc_method_handler(stream_stream, parse, serialize)
+    return guarded_handler(handler, refuse_malformed, _tolerant(handler.request_deserializer))
 
 
 class RejectMalformedRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]

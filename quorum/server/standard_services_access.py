@@ -22,14 +22,14 @@ names it (closed by default, like `acl_actions.requirements`).
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health
 from grpc_reflection.v1alpha import reflection
 
+from quorum.common.guarded_handlers import guarded_handler
 from quorum.controller.acl_actions import Requirement, cluster
 from quorum.controller.authorizer import Operation
 from quorum.server.access import AccessControl
@@ -68,76 +68,16 @@ class AuthorizeStandardServices(grpc.aio.ServerInterceptor):  # type: ignore[mis
 def _guarded(
     handler: grpc.RpcMethodHandler, access: AccessControl, kind: str, needs: list[Requirement]
 ) -> grpc.RpcMethodHandler:
-    """The same handler, the caller authorized before the servicer runs."""
-    parse, serialize = handler.request_deserializer, handler.response_serializer
-    if handler.unary_unary is not None:
-        inner_uu = handler.unary_unary
+    """The same handler, the caller authorized before the servicer runs. On a
+    client stream, once its first request has arrived: a stream refused before
+    the server read anything reached clients as INTERNAL ("Internal error from
+    Core") instead of the denial, when the refusal overtook the client's first
+    message (found by fuzzing)."""
 
-        async def unary_unary(request: Any, context: Any) -> Any:
-            await access.check_call(context, kind, needs)
-            return await inner_uu(request, context)
+    async def authorize(request: Any, context: Any) -> None:
+        await access.check_call(context, kind, needs)
 
-        return grpc.unary_unary_rpc_method_handler(unary_unary, parse, serialize)
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
-        if inspect.iscoroutinefunction(inner_us):  # answers with context.write (Watch)
-
-            async def unary_writer(request: Any, context: Any) -> None:
-                await access.check_call(context, kind, needs)
-                await inner_us(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(unary_writer, parse, serialize)
-
-        async def unary_stream(request: Any, context: Any) -> AsyncIterator[Any]:
-            await access.check_call(context, kind, needs)
-            async for answer in inner_us(request, context):
-                yield answer
-
-        return grpc.unary_stream_rpc_method_handler(unary_stream, parse, serialize)
-    if handler.stream_unary is not None:
-        inner_su = handler.stream_unary
-
-        async def stream_unary(requests: AsyncIterator[Any], context: Any) -> Any:
-            return await inner_su(_after_check(requests, context, access, kind, needs), context)
-
-        return grpc.stream_unary_rpc_method_handler(stream_unary, parse, serialize)
-    inner_ss = handler.stream_stream
-    if inspect.iscoroutinefunction(inner_ss):
-
-        async def stream_writer(requests: AsyncIterator[Any], context: Any) -> None:
-            await inner_ss(_after_check(requests, context, access, kind, needs), context)
-
-        return grpc.stream_stream_rpc_method_handler(stream_writer, parse, serialize)
-
-    async def stream_stream(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        checked = _after_check(requests, context, access, kind, needs)
-        async for answer in inner_ss(checked, context):
-            yield answer
-
-    return grpc.stream_stream_rpc_method_handler(stream_stream, parse, serialize)
-
-
-def _after_check(
-    requests: AsyncIterator[Any],
-    context: Any,
-    access: AccessControl,
-    kind: str,
-    needs: list[Requirement],
-) -> AsyncIterator[Any]:
-    """The requests of a client stream, the caller authorized once its first one
-    has arrived: a stream refused before the server read anything reached
-    clients as INTERNAL ("Internal error from Core") instead of the denial,
-    when the refusal overtook the client's first message (found by fuzzing)."""
-
-    async def each() -> AsyncIterator[Any]:
-        checked = False
-        async for request in requests:
-            if not checked:
-                await access.check_call(context, kind, needs)
-                checked = True
-            yield request
-
-    return each()
+    return guarded_handler(handler, authorize, handler.request_deserializer, first_only=True)
 
 
 __all__ = ["RULES", "AuthorizeStandardServices"]
