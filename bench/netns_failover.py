@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "fault
 from links import Impairment, Links, namespaced_links
 from partition_failover import ProxiedQuorum, figures, steady, unavailable_once
 from report import emit, percentile, say
-from write_systems import VENV_BIN, QuorumSystem, _check_output, wait_for
+from write_systems import QuorumSystem
 
 SLOW = Impairment(delay_ms=200, jitter_ms=50)
 LOSSY = Impairment(loss=0.08)
@@ -59,33 +58,11 @@ class NamespacedQuorum(ProxiedQuorum):
     def address(self, node: int) -> str:
         return f"{self.links.topology.address(node_name(node))}:{self.ports[node]}"
 
-    def addresses(self) -> list[str]:
-        return [self.address(n) for n in self.ports]
+    def peer_address(self, node: int, peer: int) -> str:
+        return self.address(peer)  # the voters dial one another directly
 
-    def start(self) -> None:
-        from quorum.common.config import render_properties
-
-        self.cluster_id = _check_output([str(VENV_BIN / "quorumctl"), "storage", "random-uuid"])
-        voters = ",".join(f"{n}@{self.address(n)}" for n in self.ports)
-        for node in self.ports:
-            config = self.root / f"controller-{node}.properties"
-            props = {
-                "node.id": str(node),
-                "process.roles": "controller",
-                "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://{self.address(node)}",
-                "metadata.log.dir": str(self.root / f"controller-{node}"),
-                "log.level": os.environ.get("BENCH_QUORUM_LOG_LEVEL", "WARNING"),
-            }
-            config.write_text(render_properties(props))
-            _check_output(
-                [str(VENV_BIN / "quorumctl"), "storage", "format", "--cluster-id",
-                 self.cluster_id, "--config", str(config)]
-            )  # fmt: skip
-            prefix = list(self.links.topology.prefix(node_name(node)))
-            command = [str(VENV_BIN / "quorum-controller"), "--config", str(config)]
-            self.members.launch(node, prefix + command)
-        wait_for(lambda: self.leader() > 0, 30, "a quorum leader")
+    def launch_prefix(self, node: int) -> list[str]:
+        return list(self.links.topology.prefix(node_name(node)))
 
 
 async def latency_p99(system: NamespacedQuorum, impairment: Impairment | None) -> float:

@@ -60,11 +60,9 @@ from report import emit, percentile, say
 from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
 from write_systems import (
-    VENV_BIN,
     Client,
     EtcdSystem,
     QuorumSystem,
-    _check_output,
     ensure_etcd,
     wait_for,
 )
@@ -80,39 +78,14 @@ class ProxiedQuorum(QuorumSystem):
         super().__init__(root)
         self.net = net
 
-    def start(self) -> None:
-        from quorum.common.config import render_properties
-
-        self.cluster_id = _check_output([str(VENV_BIN / "quorumctl"), "storage", "random-uuid"])
-        for node, port in self.ports.items():
-            voters = ",".join(
-                f"{peer}@127.0.0.1:{p}"
-                if peer == node
-                else f"{peer}@{self.net.link(f'q{node}', f'q{peer}', f'127.0.0.1:{p}')}"
-                for peer, p in self.ports.items()
-            )
-            config = self.root / f"controller-{node}.properties"
-            props = {
-                "node.id": str(node),
-                "process.roles": "controller",
-                "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://127.0.0.1:{port}",
-                "metadata.log.dir": str(self.root / f"controller-{node}"),
-                "log.level": "WARNING",
-            }
-            config.write_text(render_properties(props))
-            _check_output(
-                [str(VENV_BIN / "quorumctl"), "storage", "format", "--cluster-id",
-                 self.cluster_id, "--config", str(config)]
-            )  # fmt: skip
-            self.members.launch(
-                node, [str(VENV_BIN / "quorum-controller"), "--config", str(config)]
-            )
-        wait_for(lambda: self.leader() > 0, 30, "a quorum leader")
-
-    def address(self, node: int) -> str:
-        """Where the clients reach member `node` (its real listener, not a proxy)."""
-        return f"127.0.0.1:{self.ports[node]}"
+    def peer_address(self, node: int, peer: int) -> str:
+        """Peers through the proxy of the link `node` -> `peer`, made on first use."""
+        if peer == node:
+            return self.address(node)
+        link = (f"q{node}", f"q{peer}")
+        if link in self.net.links:
+            return str(self.net.links[link].listen)
+        return self.net.link(*link, self.address(peer))
 
     def leader(self) -> int:
         from quorum.client import QuorumClient

@@ -138,14 +138,14 @@ class QuorumSystem(_ProcessSystem):
         from quorum.common.config import render_properties
 
         self.cluster_id = _check_output([str(VENV_BIN / "quorumctl"), "storage", "random-uuid"])
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
-        for node, port in self.ports.items():
+        for node in self.ports:
+            voters = ",".join(f"{peer}@{self.peer_address(node, peer)}" for peer in self.ports)
             config = self.root / f"controller-{node}.properties"
             props = {
                 "node.id": str(node),
                 "process.roles": "controller",
                 "controller.quorum.voters": voters,
-                "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                "listeners": f"CONTROLLER://{self.address(node)}",
                 "metadata.log.dir": str(self.root / f"controller-{node}"),
                 "log.level": os.environ.get("BENCH_QUORUM_LOG_LEVEL", "WARNING"),
                 **self.extra_props,
@@ -155,13 +155,24 @@ class QuorumSystem(_ProcessSystem):
                 [str(VENV_BIN / "quorumctl"), "storage", "format", "--cluster-id",
                  self.cluster_id, "--config", str(config)]
             )  # fmt: skip
-            self.members.launch(
-                node, [str(VENV_BIN / "quorum-controller"), "--config", str(config)]
-            )
+            command = [str(VENV_BIN / "quorum-controller"), "--config", str(config)]
+            self.members.launch(node, [*self.launch_prefix(node), *command])
         wait_for(lambda: self.leader() > 0, 30, "a quorum leader")
 
+    # Where members listen, how they reach each other and how they are started:
+    # the fault benches put proxies or network namespaces in between.
+    def address(self, node: int) -> str:
+        return f"127.0.0.1:{self.ports[node]}"
+
+    def peer_address(self, node: int, peer: int) -> str:
+        """The address `node` dials to reach `peer` (its own listener for itself)."""
+        return self.address(peer)
+
+    def launch_prefix(self, node: int) -> list[str]:
+        return []
+
     def addresses(self) -> list[str]:
-        return [f"127.0.0.1:{p}" for p in self.ports.values()]
+        return [self.address(n) for n in self.ports]
 
     def leader(self) -> int:
         from quorum.client import QuorumClient
