@@ -71,34 +71,7 @@ def upgrade(
     Example:
       quorumctl features upgrade --feature metadata.version=1
     """
-    updates = []
-    for pair in features:
-        name, sep, level = pair.partition("=")
-        try:
-            # Level 0 would remove the feature: not an upgrade.
-            number = parse_int(level, 1) if sep and name else None
-        except ValueError as err:
-            raise click.BadParameter(f"{pair!r}: {err}", param_hint="--feature") from None
-        if number is None:
-            raise click.BadParameter(f"{pair!r} is not name=level", param_hint="--feature")
-        updates.append(api.FeatureUpdate(feature=name, max_version_level=number))
-    reply = call_admin(
-        parse_bootstrap(bootstrap),
-        cluster_id,
-        "UpdateFeatures",
-        api.UpdateFeaturesRequest(updates=updates, validate_only=dry_run),
-    )
-    failures = [(f"feature {r.feature}", m) for r in reply.results if (m := item_error(r.error))]
-    fail_on_item_errors(failures)
-    rows = [
-        {
-            "Feature": u.feature,
-            "Level": u.max_version_level,
-            "Result": "valid" if dry_run else "upgraded",
-        }
-        for u in updates
-    ]
-    print_rows(rows, output)
+    _update_features(features, dry_run, bootstrap, cluster_id, output, downgrade=False)
 
 
 @features_group.command("downgrade")
@@ -117,17 +90,32 @@ def downgrade(
     Example:
       quorumctl features downgrade --feature metadata.version=1 --dry-run
     """
+    _update_features(features, dry_run, bootstrap, cluster_id, output, downgrade=True)
+
+
+def _update_features(
+    features: tuple[str, ...],
+    dry_run: bool,
+    bootstrap: str | None,
+    cluster_id: str,
+    output: str,
+    *,
+    downgrade: bool,
+) -> None:
+    """One UpdateFeatures call for NAME=LEVEL pairs; a row per feature."""
     updates = []
     for pair in features:
         name, sep, level = pair.partition("=")
         try:
-            number = parse_int(level, 0) if sep and name else None
+            # Level 0 removes a feature: a downgrade, never an upgrade.
+            lowest = 0 if downgrade else 1
+            number = parse_int(level, lowest) if sep and name else None
         except ValueError as err:
             raise click.BadParameter(f"{pair!r}: {err}", param_hint="--feature") from None
         if number is None:
             raise click.BadParameter(f"{pair!r} is not name=level", param_hint="--feature")
         updates.append(
-            api.FeatureUpdate(feature=name, max_version_level=number, allow_downgrade=True)
+            api.FeatureUpdate(feature=name, max_version_level=number, allow_downgrade=downgrade)
         )
     reply = call_admin(
         parse_bootstrap(bootstrap),
@@ -137,14 +125,16 @@ def downgrade(
     )
     failures = [(f"feature {r.feature}", m) for r in reply.results if (m := item_error(r.error))]
     fail_on_item_errors(failures)
+
+    def result(level: int) -> str:
+        if dry_run:
+            return "valid"
+        if not downgrade:
+            return "upgraded"
+        return "disabled" if level == 0 else "downgraded"
+
     rows = [
-        {
-            "Feature": u.feature,
-            "Level": u.max_version_level,
-            "Result": "valid"
-            if dry_run
-            else ("disabled" if u.max_version_level == 0 else "downgraded"),
-        }
+        {"Feature": u.feature, "Level": u.max_version_level, "Result": result(u.max_version_level)}
         for u in updates
     ]
     print_rows(rows, output)

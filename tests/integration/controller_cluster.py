@@ -341,6 +341,25 @@ def running_cluster(root: Path, **create: Any) -> Iterator[Cluster]:
         cluster.stop_all()
 
 
+@contextmanager
+def cluster_with_online_brokers(root: Path, *broker_ids: int) -> Iterator[Cluster]:
+    """A running cluster with these broker agents (heartbeat 500 ms) all ONLINE."""
+    with running_cluster(root) as cluster:
+        cluster.add_brokers(*broker_ids, broker__heartbeat__interval__ms="500")
+        cluster.start_brokers()
+        cluster.wait_until(
+            lambda: (
+                sorted(
+                    r["Id"] for r in ctl_json(cluster, "brokers", "list") if r["State"] == "ONLINE"
+                )
+                == sorted(broker_ids)
+            ),
+            20,
+            "the brokers ONLINE",
+        )
+        yield cluster
+
+
 def ctl(
     cluster: Cluster, *args: str, flag: str = "--bootstrap-controller"
 ) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_cluster import BIN, Cluster, ctl, ctl_json, quorumctl
+from controller_cluster import BIN, Cluster, cluster_with_online_brokers, ctl, ctl_json, quorumctl
 
 from quorum.gen import admin_pb2 as api
 
@@ -22,23 +22,39 @@ BROKERS = (21, 22, 23)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("quorumctl-admin")))
-    c.start()
-    try:
-        c.wait_for_leader()
-        c.add_brokers(*BROKERS, broker__heartbeat__interval__ms="500")
-        c.start_brokers()
-        c.wait_until(
-            lambda: (
-                sorted(r["Id"] for r in ctl_json(c, "brokers", "list") if r["State"] == "ONLINE")
-                == list(BROKERS)
-            ),
-            20,
-            "brokers ONLINE",
-        )
+    """Three brokers ONLINE and a topic `orders` (4 partitions, replication 3)."""
+    with cluster_with_online_brokers(
+        Path(tmp_path_factory.mktemp("quorumctl-admin")), *BROKERS
+    ) as c:
+        _create(c, "orders", "--partitions", "4", "--replication-factor", "3",
+                "--config", "min.insync.replicas=2")  # fmt: skip
         yield c
-    finally:
-        c.stop_all()
+
+
+@pytest.fixture(scope="module")
+def degraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Broker 23 stopped and unregistered under topics that lean on it: `orders`
+    (some partitions prefer 23), `on-23` (partition 0 only on 23) and `strict`
+    (replication 3, min ISR 3)."""
+    with cluster_with_online_brokers(
+        Path(tmp_path_factory.mktemp("quorumctl-admin-degraded")), *BROKERS
+    ) as c:
+        _create(c, "orders", "--partitions", "6", "--replication-factor", "3",
+                "--config", "min.insync.replicas=2")  # fmt: skip
+        _create(c, "on-23", "--replica-assignment", "23,21")
+        _create(c, "strict", "--partitions", "2", "--replication-factor", "3",
+                "--config", "min.insync.replicas=3")  # fmt: skip
+        proc = c.brokers[23]
+        assert proc.popen is not None
+        proc.popen.terminate()
+        assert proc.popen.wait(20) == 0
+        assert ctl(c, "brokers", "unregister", "--id", "23").returncode == 0
+        yield c
+
+
+def _create(cluster: Cluster, topic: str, *args: str) -> None:
+    done = ctl(cluster, "topics", "create", topic, *args)
+    assert done.returncode == 0, done.stderr
 
 
 def admin(cluster: Cluster, method: str, request: Any) -> Any:
@@ -46,14 +62,14 @@ def admin(cluster: Cluster, method: str, request: Any) -> Any:
 
 
 def test_topics_create_list_describe_alter_delete(cluster: Cluster) -> None:
-    done = ctl(cluster, "topics", "create", "orders", "--partitions", "4",
+    done = ctl(cluster, "topics", "create", "carts", "--partitions", "4",
                "--replication-factor", "3", "--config", "min.insync.replicas=2")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "orders" in done.stdout and "created" in done.stdout
+    assert "carts" in done.stdout and "created" in done.stdout
     listed = ctl(cluster, "topics", "list")
-    assert listed.returncode == 0 and "orders" in listed.stdout.splitlines()
-    rows = ctl_json(cluster, "topics", "describe", "--topic", "orders")
-    truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["orders"]))
+    assert listed.returncode == 0 and "carts" in listed.stdout.splitlines()
+    rows = ctl_json(cluster, "topics", "describe", "--topic", "carts")
+    truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["carts"]))
     by_partition = {p.partition: p for p in truth.topics[0].partitions}
     assert len(rows) == 4
     for row in rows:
@@ -61,13 +77,13 @@ def test_topics_create_list_describe_alter_delete(cluster: Cluster) -> None:
         assert (row["Leader"], row["LeaderEpoch"], row["Replicas"], row["Isr"]) == (
             p.leader, p.leader_epoch, list(p.replicas), list(p.isr))  # fmt: skip
         assert row["MinIsr"] == 2 and row["Status"] == "ok"
-    table = ctl(cluster, "topics", "describe", "--topic", "orders")
+    table = ctl(cluster, "topics", "describe", "--topic", "carts")
     assert table.stdout.splitlines()[0].split() == [
         "Topic", "TopicId", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr",
         "OfflineReplicas", "MinIsr", "Status",
     ]  # fmt: skip
-    assert ctl(cluster, "topics", "alter", "--topic", "orders", "--partitions", "6").returncode == 0
-    assert len(ctl_json(cluster, "topics", "describe", "--topic", "orders")) == 6
+    assert ctl(cluster, "topics", "alter", "--topic", "carts", "--partitions", "6").returncode == 0
+    assert len(ctl_json(cluster, "topics", "describe", "--topic", "carts")) == 6
     assert ctl(cluster, "topics", "create", "gone", "--partitions", "1").returncode == 0
     assert ctl(cluster, "topics", "delete", "gone").returncode == 0
     assert "gone" not in ctl(cluster, "topics", "list").stdout.splitlines()
@@ -185,8 +201,9 @@ def test_brokers_list_and_unregister(cluster: Cluster) -> None:
     assert [r["Id"] for r in ctl_json(cluster, "brokers", "list")] == [21, 22]
 
 
-def test_describe_filters_match_the_admin_apis_flags(cluster: Cluster) -> None:
+def test_describe_filters_match_the_admin_apis_flags(degraded: Cluster) -> None:
     """Broker 23 is gone: on-23's partition 0 is offline, strict is under min ISR."""
+    cluster = degraded
     truth = cluster.call("admin", "DescribeTopics", api.DescribeTopicsRequest())
     flagged: dict[str, set[tuple[str, int]]] = {"under": set(), "min": set(), "offline": set()}
     for t in truth.topics:
@@ -206,8 +223,9 @@ def test_describe_filters_match_the_admin_apis_flags(cluster: Cluster) -> None:
     assert "Offline" in table.stdout and "none" in table.stdout
 
 
-def test_elect_leaders_and_features(cluster: Cluster) -> None:
-    # Broker 23 is gone (previous test): partitions it should lead cannot get it back.
+def test_elect_leaders_and_features(degraded: Cluster) -> None:
+    # Broker 23 is gone: partitions it should lead cannot get it back.
+    cluster = degraded
     truth = admin(cluster, "DescribeTopics", api.DescribeTopicsRequest(names=["orders"]))
     first = {p.partition: p.replicas[0] for p in truth.topics[0].partitions}
     done = ctl(cluster, "elect-leaders", "--election-type", "preferred",

@@ -13,27 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, ctl, ctl_json, quorumctl
+from controller_cluster import Cluster, cluster_with_online_brokers, ctl, ctl_json, quorumctl
 
 BROKER = 41
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("honest-output")))
-    c.start()
-    try:
-        c.wait_for_leader()
-        c.add_brokers(BROKER, broker__heartbeat__interval__ms="500")
-        c.start_brokers()
-        c.wait_until(
-            lambda: [r["State"] for r in ctl_json(c, "brokers", "list")] == ["ONLINE"],
-            20,
-            "the broker ONLINE",
-        )
+    with cluster_with_online_brokers(Path(tmp_path_factory.mktemp("honest-output")), BROKER) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def test_a_refused_acl_prints_no_row(cluster: Cluster) -> None:

@@ -16,27 +16,15 @@ from typing import Any
 
 import controller_cluster
 import pytest
-from controller_cluster import BIN, Cluster
+from controller_cluster import BIN, Cluster, cluster_with_online_brokers
 
 BROKER = 31
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("kafka-spelling")))
-    c.start()
-    try:
-        c.wait_for_leader()
-        c.add_brokers(BROKER, broker__heartbeat__interval__ms="500")
-        c.start_brokers()
-        c.wait_until(
-            lambda: [r["State"] for r in ctl_json(c, "brokers", "list")] == ["ONLINE"],
-            20,
-            "the broker ONLINE",
-        )
+    with cluster_with_online_brokers(Path(tmp_path_factory.mktemp("kafka-spelling")), BROKER) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def ctl(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
