@@ -288,7 +288,18 @@ def test_fuzz_broker_lifecycle(target: Target, batch: list[tuple[MethodDescripto
 
 
 def test_every_service_got_its_requests_and_the_quorum_still_commits(target: Target) -> None:
-    """Runs after the four above (file order): the totals, and a working quorum."""
+    """Runs after the four above (file order): the totals, and a working quorum.
+    Run alone, it runs the fuzzing of any service not fuzzed yet first."""
+    fuzz_tests = {
+        "RaftQuorum": test_fuzz_raft_quorum,
+        "QuorumLog": test_fuzz_quorum_log,
+        "Admin": test_fuzz_admin,
+        "BrokerLifecycle": test_fuzz_broker_lifecycle,
+    }
+    assert set(fuzz_tests) == set(SERVICES)
+    for service, fuzz_test in fuzz_tests.items():
+        if service not in _ALL_TALLIES:
+            fuzz_test(target=target)
     for service in SERVICES:
         tally = _ALL_TALLIES.get(service)
         assert tally is not None and tally.sent >= FUZZ_REQUESTS, (service, tally)

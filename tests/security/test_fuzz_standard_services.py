@@ -153,7 +153,13 @@ def test_fuzz_server_reflection(
 
 
 def test_both_services_got_their_requests_and_the_quorum_still_commits(cluster: Cluster) -> None:
-    """Runs after the two above (file order): the totals, and a working quorum."""
+    """Runs after the two above (file order): the totals, and a working quorum.
+    Run alone, it runs the fuzzing of any service not fuzzed yet first."""
+    fuzz_tests = {"Health": test_fuzz_health, "ServerReflection": test_fuzz_server_reflection}
+    assert set(fuzz_tests) == set(SERVICES)
+    for service, fuzz_test in fuzz_tests.items():
+        if service not in _TALLIES:
+            fuzz_test(cluster=cluster)
     for service in SERVICES:
         tally = _TALLIES.get(service)
         assert tally is not None and tally.sent >= FUZZ_REQUESTS, (service, tally)
