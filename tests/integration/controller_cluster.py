@@ -41,14 +41,23 @@ BIN = Path(sys.executable).parent
 PORT_RANGE = (20000, 32000)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
+    """A port free now and not handed out before by this process: two calls
+    before anything binds (a node's listener and metrics ports) must not get
+    the same one (a CI run did)."""
     for _ in range(200):
         port = random.randrange(*PORT_RANGE)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED_OUT.add(port)
             return port
     raise AssertionError(f"no free port in {PORT_RANGE}")
 
