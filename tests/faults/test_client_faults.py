@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster
+from controller_cluster import Cluster, running_cluster
 from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
 
@@ -33,13 +33,8 @@ def toxiproxy() -> Iterator[Toxiproxy]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("client-faults")))
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("client-faults"))) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 async def write_through(client: QuorumClient) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
-from controller_cluster import Cluster, run
+from controller_cluster import Cluster, run, running_cluster
 
 from quorum.admin_client import AdminClient, AdminError
 from quorum.common.wire_errors import wire_error
@@ -30,13 +30,8 @@ BROKERS = (1, 2, 3)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("admin")))
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("admin"))) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def call(cluster: Cluster, kind: str, method: str, request: Any) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_cluster import Cluster, ctl, ctl_json
+from controller_cluster import Cluster, ctl, ctl_json, running_cluster
 
 from quorum.admin_client import AdminError
 from quorum.gen import admin_pb2 as api
@@ -28,18 +28,13 @@ ZERO_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID: "unassigned"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("directory-id")))
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("directory-id"))) as c:
         c.add_brokers(FORMATTED, LEGACY, broker__heartbeat__interval__ms="500")
         meta = c.brokers[LEGACY].data_dir / "meta.properties"
         meta.write_text(re.sub(r"directory\.id=.*\n", "", meta.read_text()))
         c.start_brokers()
         wait_online(c, FORMATTED, LEGACY)
         yield c
-    finally:
-        c.stop_all()
 
 
 def directory_id(cluster: Cluster, broker_id: int) -> str | None:

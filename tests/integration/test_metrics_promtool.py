@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster
+from controller_cluster import Cluster, running_cluster
 
 BROKER = 51
 DOCS = Path(__file__).parents[2] / "docs" / "metrics.md"
@@ -22,10 +22,7 @@ DOCS = Path(__file__).parents[2] / "docs" / "metrics.md"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("promtool")))
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("promtool"))) as c:
         c.write(3)
         c.add_brokers(BROKER, broker__heartbeat__interval__ms="500")
         c.start_brokers()
@@ -37,8 +34,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "the broker ONLINE",
         )
         yield c
-    finally:
-        c.stop_all()
 
 
 def scrape(port: int) -> str:

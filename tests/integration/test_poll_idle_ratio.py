@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster
+from controller_cluster import Cluster, running_cluster
 
 from quorum.controller.codec import noop
 
@@ -26,13 +26,8 @@ IN_FLIGHT = 64  # concurrent writers: enough to keep the leader's driver busy
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("poll-idle")), extra=WINDOW)
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("poll-idle")), extra=WINDOW) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def idle_ratio(cluster: Cluster, node_id: int) -> float:

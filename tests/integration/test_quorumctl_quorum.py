@@ -7,19 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, free_port, quorumctl
+from controller_cluster import Cluster, free_port, quorumctl, running_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster.create(Path(tmp_path_factory.mktemp("quorumctl")))
-    c.start()
-    try:
-        c.wait_for_leader()
+    with running_cluster(Path(tmp_path_factory.mktemp("quorumctl"))) as c:
         c.write(5)
         yield c
-    finally:
-        c.stop_all()
 
 
 def bootstrap(cluster: Cluster) -> str:
