@@ -32,7 +32,7 @@ import difflib
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -156,6 +156,10 @@ class ControllerConfig:
     request_timeout_ms: int
     retry_backoff_ms: int
     fetch_max_wait_ms: int
+    max_epoch_jump: int = 10_000
+    # `controller.quorum.voter.principals`: the principal each voter's certificate
+    # must carry under mTLS (`quorum.server.voter_identity`); unset ids default.
+    voter_principals: dict[int, str] = field(default_factory=dict)
     metrics_listener: Endpoint | None = None
     metrics_tls: MetricsTls | None = None
     log_segment_bytes: int
@@ -197,6 +201,9 @@ class ControllerConfig:
             "listeners": f"{DEFAULT_LISTENER_NAME}://{self.listener.address()}",
             "controller.listener.names": DEFAULT_LISTENER_NAME,
             "metadata.log.dir": str(self.metadata_log_dir),
+            VOTER_PRINCIPALS_KEY: ";".join(
+                f"{n}@{p}" for n, p in sorted(self.voter_principals.items())
+            ),
         }
         for key in INT_KEYS:
             props[key.name] = str(getattr(self, key.field))
@@ -254,6 +261,9 @@ INT_KEYS: tuple[IntKey, ...] = (
     IntKey("controller.quorum.retry.backoff.ms", "retry_backoff_ms", 20, 0),
     IntKey("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", 500, 0,
            doc="how long the leader holds an idle fetch", kafka=False),
+    IntKey("controller.quorum.max.epoch.jump", "max_epoch_jump", 10_000, 1, kafka=False,
+           doc="a request may move a node at most this many epochs above its last "
+               "log entry's (see Security)"),
     IntKey("metadata.log.segment.bytes", "log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
     IntKey("metadata.log.segment.ms", "log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
     IntKey("metadata.max.retention.bytes", "max_retention_bytes", 100 << 20, -1, LONG_MAX,
@@ -291,7 +301,13 @@ _STRUCTURAL_KAFKA_KEYS = (
     *TLS_KEYS,
     *AUTHORIZER_KEYS,
 )
-_STRUCTURAL_OUR_KEYS = ("metrics.listener", METRICS_CLIENT_AUTH_KEY, "log.level")
+VOTER_PRINCIPALS_KEY = "controller.quorum.voter.principals"
+_STRUCTURAL_OUR_KEYS = (
+    "metrics.listener",
+    METRICS_CLIENT_AUTH_KEY,
+    "log.level",
+    VOTER_PRINCIPALS_KEY,
+)
 KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
 OUR_KEYS: tuple[str, ...] = _STRUCTURAL_OUR_KEYS + tuple(k.name for k in INT_KEYS if not k.kafka)
 KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
@@ -441,6 +457,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
     node_id = check(lambda: integer(props, "node.id", IntSpec("node_id", -1, 0), required=True))
     roles = check(lambda: _roles(props.get("process.roles", "")))
     voter_map = check(lambda: voters(props.get("controller.quorum.voters", "")))
+    principals = check(lambda: voter_principals(props.get(VOTER_PRINCIPALS_KEY, ""), voter_map))
     listener = check(lambda: _listener(props))
     log_dir = _log_dir(props, problems)
     ints = {
@@ -480,6 +497,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         voters=voter_map,
         listener=listener,
         advertised=voter_map.get(node_id, listener),
+        voter_principals=principals or {},
         metadata_log_dir=Path(log_dir),
         metrics_listener=metrics,
         metrics_tls=metrics_tls,
@@ -687,6 +705,26 @@ def voters(raw: str) -> dict[int, Endpoint]:
                     key, f"nodes {other} and {node_id} share the address {endpoint.address()}"
                 )
         found[node_id] = endpoint
+    return found
+
+
+def voter_principals(raw: str, voter_map: Mapping[int, Endpoint] | None) -> dict[int, str]:
+    """``1@User:CN=a;2@User:CN=b``: semicolons between entries, since a
+    certificate subject holds commas (as Kafka's `super.users` does)."""
+    key = VOTER_PRINCIPALS_KEY
+    found: dict[int, str] = {}
+    for entry in filter(None, (e.strip() for e in raw.split(";"))):
+        node, at, principal = entry.partition("@")
+        if not at or not re.fullmatch(r"[0-9]+", node.strip()):
+            raise ConfigError(key, f"entry {entry!r} is not id@User:subject")
+        node_id = int(node)
+        if not principal.startswith("User:") or len(principal) == len("User:"):
+            raise ConfigError(key, f"entry {entry!r}: a principal is User:<subject>")
+        if voter_map is not None and node_id not in voter_map:
+            raise ConfigError(key, f"node {node_id} is not in controller.quorum.voters")
+        if node_id in found:
+            raise ConfigError(key, f"node {node_id} appears twice")
+        found[node_id] = principal
     return found
 
 

@@ -28,6 +28,12 @@ class RaftConfig:
     # the next write. Followers learn an idle high watermark this much later.
     high_watermark_linger_ms: int = 5
     max_fetch_records: int = 8192
+    # `controller.quorum.max.epoch.jump`: a request may move this node to an epoch
+    # at most this far above the epoch of its own last log entry. Real elections
+    # stay within a few epochs of the last leader's LeaderChange record; a forged
+    # Vote or BeginQuorumEpoch could otherwise carry the quorum to MAX_EPOCH,
+    # where no election can start again.
+    max_epoch_jump: int = 10_000
     max_batch_records: int = 8192
 
     @property

@@ -101,6 +101,17 @@ class FetchSnapshot:
     snapshot_id: SnapshotId
 
 
+@dataclass(frozen=True, slots=True)
+class RequestRefused:
+    """The core refused a request that would have moved this node to an epoch too
+    far ahead of its own log (`RaftConfig.max_epoch_jump`): the answer carries
+    INVALID_REQUEST; the driver logs the reason and counts it."""
+
+    source: int
+    request: str
+    reason: str
+
+
 Effect = (
     PersistQuorumState
     | AppendBatches
@@ -112,4 +123,5 @@ Effect = (
     | HighWatermarkChanged
     | RoleChanged
     | FetchSnapshot
+    | RequestRefused
 )

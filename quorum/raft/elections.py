@@ -5,12 +5,25 @@ its epoch, so a node cut off from a live leader cannot disrupt it; only with a
 majority of pre-votes does it become a candidate, persisting epoch+1 and its own
 vote before asking for real votes. A voter grants one real vote per epoch, and
 persists it before answering.
+
+Two rules keep a forged request (any process that reaches the port can claim to
+be a voter) from carrying the quorum away:
+- stickiness (KIP-996, etcd's check-quorum lease): a voter that still hears its
+  leader, or is the leader, neither grants a vote nor takes the epoch of a Vote
+  request. Its own suspicion of the leader (`Following._suspect_leader`) ends the
+  lease, so a real failover is not slowed;
+- the epoch bound: a Vote, BeginQuorumEpoch or EndQuorumEpoch moves this node at
+  most `max_epoch_jump` above the epoch of its last log entry (INVALID_REQUEST and
+  a `RequestRefused` effect otherwise). Epochs learnt from responses, which
+  answer requests this node sent to the voters' own addresses, are not bounded,
+  so a node with an old log still catches up with the quorum's epoch.
 """
 
 from __future__ import annotations
 
-from quorum.raft.effects import Role, SendMessage
+from quorum.raft.effects import RequestRefused, Role, SendMessage
 from quorum.raft.messages import (
+    MAX_EPOCH,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -129,9 +142,32 @@ class Elections(NodeBase):
             now, self.config.fetch_timeout_ms
         )
 
+    def _epoch_out_of_reach(self, source: int, request: str, epoch: int) -> bool:
+        """True, with a `RequestRefused` effect, when a request's `epoch` lies more
+        than `max_epoch_jump` above the epoch of this node's last log entry."""
+        if epoch <= self.epoch:
+            return False
+        if epoch > MAX_EPOCH:
+            raise AssertionError(f"epoch {epoch} is above MAX_EPOCH: the edge must refuse it")
+        base = self.log.last_epoch
+        if epoch - base <= self.config.max_epoch_jump:
+            return False
+        reason = (
+            f"epoch {epoch} is more than controller.quorum.max.epoch.jump "
+            f"({self.config.max_epoch_jump}) above the epoch of this node's last log "
+            f"entry ({base})"
+        )
+        self._effects.append(RequestRefused(source, request, reason))
+        return True
+
     def _on_vote_request(self, source: int, req: VoteRequest, now: int) -> None:
-        granted = self._decide_vote(req, now)
-        response = VoteResponse(self.epoch, granted, self.leader_id, req.pre_vote)
+        if self._epoch_out_of_reach(source, "Vote", req.candidate_epoch):
+            response = VoteResponse(
+                self.epoch, False, self.leader_id, req.pre_vote, ErrorCode.INVALID_REQUEST
+            )
+        else:
+            granted = self._decide_vote(req, now)
+            response = VoteResponse(self.epoch, granted, self.leader_id, req.pre_vote)
         self._effects.append(SendMessage(source, response))
 
     def _decide_vote(self, req: VoteRequest, now: int) -> bool:
@@ -144,6 +180,8 @@ class Elections(NodeBase):
         if req.candidate_epoch < self.epoch:
             return False
         if req.candidate_epoch > self.epoch:
+            if self._leader_is_live(now):
+                return False  # sticky: our leader still answers us
             new = self._unattached(req.candidate_epoch, None, now)
             self._transition(Trigger.HIGHER_EPOCH, new, now)
         if self.voted_for is not None:
@@ -158,7 +196,9 @@ class Elections(NodeBase):
     # ------------------------------------------------------- begin/end epoch
 
     def _on_begin_quorum_epoch(self, source: int, req: BeginQuorumEpochRequest, now: int) -> None:
-        if req.leader_epoch < self.epoch:
+        if self._epoch_out_of_reach(source, "BeginQuorumEpoch", req.leader_epoch):
+            error = ErrorCode.INVALID_REQUEST
+        elif req.leader_epoch < self.epoch:
             error = ErrorCode.FENCED_LEADER_EPOCH
         elif req.leader_epoch == self.epoch and self.leader_id not in (None, req.leader_id):
             error = ErrorCode.INVALID_REQUEST
@@ -170,10 +210,13 @@ class Elections(NodeBase):
         self._effects.append(SendMessage(source, response))
 
     def _on_end_quorum_epoch(self, source: int, req: EndQuorumEpochRequest, now: int) -> None:
-        if req.leader_epoch < self.epoch:
-            response = EndQuorumEpochResponse(
-                self.epoch, self.leader_id, ErrorCode.FENCED_LEADER_EPOCH
-            )
+        refused = None
+        if self._epoch_out_of_reach(source, "EndQuorumEpoch", req.leader_epoch):
+            refused = ErrorCode.INVALID_REQUEST
+        elif req.leader_epoch < self.epoch:
+            refused = ErrorCode.FENCED_LEADER_EPOCH
+        if refused is not None:
+            response = EndQuorumEpochResponse(self.epoch, self.leader_id, refused)
             self._effects.append(SendMessage(source, response))
             return
         if req.leader_epoch > self.epoch:

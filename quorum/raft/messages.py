@@ -123,3 +123,5 @@ Message = (
     | FetchRequest
     | FetchResponse
 )
+
+RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse)

@@ -28,6 +28,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from quorum.common.rate_limited_log import RateLimitedLog
 from quorum.common.tls import ANONYMOUS, peer_host, principal_of
 from quorum.common.wire_errors import rich_status
 from quorum.controller.acl_actions import Requirement, filters_topics, requirements, topic
@@ -61,9 +62,7 @@ class AccessControl(Collector):
         self._clock = clock
         self.denials: collections.Counter[tuple[str, str]] = collections.Counter()
         self.throttled: collections.Counter[str] = collections.Counter()
-        self._log_second = 0
-        self._logged = 0
-        self._unlogged = 0
+        self._log = RateLimitedLog(log, logging.WARNING, LOG_LINES_PER_S)
 
     @property
     def enabled(self) -> bool:
@@ -149,18 +148,6 @@ class AccessControl(Collector):
         await context.abort_with_status(
             rich_status(error, f"{principal} is not authorized: {why}", {"principal": principal})
         )
-
-    def _log(self, line: str) -> None:
-        second = int(time.monotonic())
-        if second != self._log_second:
-            if self._unlogged:
-                log.warning("%d more authorization failures not logged", self._unlogged)
-            self._log_second, self._logged, self._unlogged = second, 0, 0
-        if self._logged < LOG_LINES_PER_S:
-            self._logged += 1
-            log.warning("%s", line)
-        else:
-            self._unlogged += 1
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         throttled = CounterMetricFamily(

@@ -36,6 +36,7 @@ from quorum.raft.effects import (
     FlushLog,
     HighWatermarkChanged,
     PersistQuorumState,
+    RequestRefused,
     ResetLog,
     Role,
     RoleChanged,
@@ -44,6 +45,7 @@ from quorum.raft.effects import (
 )
 from quorum.raft.log import RaftLog
 from quorum.raft.messages import (
+    RESPONSE_TYPES,
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
@@ -58,13 +60,13 @@ from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
 from quorum.server.poll_idle import PollIdleRatio
+from quorum.server.refusals import EPOCH_JUMP, RefusedRequests
 from quorum.server.replicated_state import ReplicatedState
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
 
-RESPONSE_TYPES = (VoteResponse, BeginQuorumEpochResponse, EndQuorumEpochResponse, FetchResponse)
 SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
@@ -161,6 +163,7 @@ class RaftDriver:
             replicated.load(snapshot_id)
         self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
         self.stats = DriverStats()
+        self.refusals = RefusedRequests()
         self.latencies: LatencyObserver = _NoLatencies()
         # Kafka's poll-idle-ratio-avg: every callback below that does the
         # driver's work runs inside `with self.poll_idle`.
@@ -457,6 +460,9 @@ class RaftDriver:
                 self._on_role_changed(effect)
             case FetchSnapshot():
                 self._spawn(self._fetch_snapshot(effect.leader_id, effect.snapshot_id))
+            case RequestRefused():
+                line = f"claimed to come from node {effect.source}: {effect.reason}"
+                self.refusals.refuse(effect.request, EPOCH_JUMP, line)
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, RESPONSE_TYPES):

@@ -55,6 +55,7 @@ from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import describe_quorum
+from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
 from snapshots.store import FileSnapshotStore
@@ -112,6 +113,7 @@ class Controller:
                 fetch_timeout_ms=config.fetch_timeout_ms,
                 election_backoff_max_ms=config.election_backoff_max_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
+                max_epoch_jump=config.max_epoch_jump,
             )
             peers = {node: endpoint.address() for node, endpoint in config.voters.items()}
             self.node = QuorumNode(
@@ -129,6 +131,7 @@ class Controller:
                 directory_id=directory_id,
                 tls=config.tls,
                 access=self.access,
+                identity=voter_identity(config.voters, config.voter_principals, config.tls),
             )
             self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
             self.node.driver.poll_idle = PollIdleRatio(
@@ -145,6 +148,7 @@ class Controller:
             process_roles=",".join(config.process_roles),
         )
         self.metrics.registry.register(self.access)
+        self.metrics.registry.register(self.node.driver.refusals)
         self.exit_code = 0
         self.stopping = asyncio.Event()
 

@@ -31,6 +31,7 @@ from quorum.server.health_service import QuorumHealth
 from quorum.server.replicated_state import ReplicatedState
 from quorum.server.standard_services_access import AuthorizeStandardServices
 from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
+from quorum.server.voter_identity import VoterIdentity
 
 SERVICES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name for name in ("RaftQuorum", "QuorumLog")
@@ -56,6 +57,7 @@ class QuorumNode:
         directory_id: str = "",
         tls: TlsSettings | None = None,
         access: AccessControl | None = None,
+        identity: VoterIdentity | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -81,6 +83,7 @@ class QuorumNode:
                 listen,
                 access,
                 directory_id,
+                identity,
             ),
             self.server,
         )

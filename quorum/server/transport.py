@@ -23,8 +23,9 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
-from quorum.common.tls import TlsSettings
+from quorum.common.tls import TlsSettings, peer_host, principal_of
 from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
+from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.client_api import ProposalFailed, ProposalOutcomeUnknown
@@ -42,6 +43,8 @@ from quorum.raft.records import SnapshotId
 from quorum.server.access import AccessControl, open_access
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
+from quorum.server.refusals import IDENTITY
+from quorum.server.voter_identity import VoterIdentity
 from quorum.server.wire_checks import MAX_EPOCH, negative_problems, request_problems
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
@@ -311,8 +314,10 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         node_address: str,
         access: AccessControl | None = None,
         directory_id: str = "",
+        identity: VoterIdentity | None = None,
     ) -> None:
         self._driver = driver
+        self._identity = identity or VoterIdentity()
         self._access = access or open_access()
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
@@ -357,8 +362,22 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 f"node {sender} is not a voter of this quorum "
                 f"(voters {sorted(self._driver.config.voters)})",
             )
+        if sender is not None:
+            await self._check_identity(context, sender, request)
         if self._driver.closed:
             await self._reject(context, ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+
+    async def _check_identity(self, context: Any, claimed: int, request: Any) -> None:
+        """Under mTLS, refuse a request whose claimed voter is not its certificate."""
+        principal = principal_of(context)
+        problem = self._identity.problem(claimed, principal)
+        if problem is None:
+            return
+        kind = type(request).__name__.removesuffix("Request")
+        self._driver.refusals.refuse(kind, IDENTITY, f"{problem}, from {peer_host(context)}")
+        await context.abort_with_status(
+            rich_status(ApiError.CLUSTER_AUTHORIZATION_FAILED, problem, {"principal": principal})
+        )
 
     async def _answer(self, context: Any, source: int, request: Message, wait_s: float) -> Any:
         answer = await self._driver.handle_request(source, request, wait_s)
@@ -428,6 +447,8 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             },
         )
         await self._check(context, request.cluster_id, problems, request=request)
+        if request.replica_id in self._driver.config.voters:
+            await self._check_identity(context, request.replica_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
 
@@ -445,6 +466,8 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
         await self._check(context, request.cluster_id, problems, request=request)
+        if request.replica_id in self._driver.config.voters:
+            await self._check_identity(context, request.replica_id, request)
         driver = self._driver
         if request.epoch < driver.epoch:
             await self._reject(context, ErrorCode.FENCED_LEADER_EPOCH, "stale epoch")

@@ -22,6 +22,7 @@ from quorum.raft.effects import (
     FlushLog,
     HighWatermarkChanged,
     PersistQuorumState,
+    RequestRefused,
     ResetLog,
     Role,
     RoleChanged,
@@ -29,7 +30,14 @@ from quorum.raft.effects import (
     TruncateLog,
 )
 from quorum.raft.log import RaftLog
-from quorum.raft.messages import Message
+from quorum.raft.messages import (
+    MAX_EPOCH,
+    RESPONSE_TYPES,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    Message,
+    VoteRequest,
+)
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.records import SnapshotId
 from quorum.sim.faults import FaultMix
@@ -90,6 +98,7 @@ class Simulation:
         node_factory: NodeFactory = RaftNode,
         snapshot_every: int = 60,
         trace: Callable[[str], None] | None = None,
+        forger: bool = False,
     ) -> None:
         self.seed = seed
         self.mix = mix
@@ -117,6 +126,15 @@ class Simulation:
         self.elections = 0
         self.max_epoch = 0
         self._next_payload = 0
+        # A planted forger: an outsider sending Vote, BeginQuorumEpoch and
+        # EndQuorumEpoch that claim to come from a voter (see `_forge`).
+        self.forger = forger
+        self.forged = 0
+        self.refused = 0
+        # The largest gap between an epoch a request asked a node to take and
+        # the epoch of that node's last log entry (real traffic only): how far
+        # below `max_epoch_jump` real elections stay.
+        self.max_epoch_gap = 0
 
     # --------------------------------------------------------------- plumbing
 
@@ -169,12 +187,20 @@ class Simulation:
         node.log_store.crash()
         self.pending = [p for p in self.pending if p.node != node.node_id]
 
-    def _after_event(self, node: SimNode) -> None:
+    def _after_event(self, node: SimNode, answers_lost_to: int | None = None) -> None:
+        """Run the node's effects; answers to `answers_lost_to` are dropped (they
+        answer a forged request, so they go to the forger, not the voter)."""
         core = node.core
         if core is None:
             return
         now = self.local_ms(node)
         for effect in core.poll(now):
+            if (
+                isinstance(effect, SendMessage)
+                and effect.destination == answers_lost_to
+                and isinstance(effect.message, RESPONSE_TYPES)
+            ):
+                continue
             self._execute(node, effect)
         if self._maybe_snapshot(node):
             for effect in core.poll(now):
@@ -230,6 +256,9 @@ class Simulation:
                     self.invariants.leaders.on_leader(node.node_id, effect.epoch)
             case FetchSnapshot():
                 self._send(node.node_id, effect.leader_id, SnapshotRequest(effect.snapshot_id))
+            case RequestRefused():
+                self.refused += 1
+                self._log(f"node {node.node_id} refused {effect.request}: {effect.reason}")
 
     def _apply_committed(self, node: SimNode, high_watermark: int) -> None:
         core = node.core
@@ -327,8 +356,48 @@ class Simulation:
             return
         assert not isinstance(message, SnapshotRequest | SnapshotReply)
         msg: Message = message  # type: ignore[assignment]
+        self._note_epoch_gap(node.core, msg)
         node.core.on_message(src, msg, now)
         self._after_event(node)
+
+    def _note_epoch_gap(self, core: RaftNode, msg: Message) -> None:
+        match msg:
+            case VoteRequest(pre_vote=False):
+                epoch = msg.candidate_epoch
+            case BeginQuorumEpochRequest() | EndQuorumEpochRequest():
+                epoch = msg.leader_epoch
+            case _:
+                return
+        if epoch > core.epoch:
+            self.max_epoch_gap = max(self.max_epoch_gap, epoch - core.log.last_epoch)
+
+    def _forge(self) -> None:
+        """One forged request, from outside the quorum, to a random live node:
+        a far-future epoch (refused by the epoch bound) or a near one (taken
+        within the bound, or ignored by a voter that still hears its leader)."""
+        if not self.faults_active:
+            return
+        self._schedule(self.now_us + self.rng.randrange(20_000, 200_000), "forge")
+        live = [n for n in self.nodes.values() if n.core is not None]
+        if not live:
+            return
+        node = self.rng.choice(live)
+        assert node.core is not None
+        claimed = self.rng.choice(sorted(self.voters - {node.node_id}))
+        far = self.rng.random() < 0.5
+        near = min(node.core.epoch + 5, MAX_EPOCH)
+        epoch = self.rng.choice([MAX_EPOCH - 1, MAX_EPOCH]) if far else near
+        kind = self.rng.randrange(3)
+        message: Message
+        if kind == 0:
+            message = VoteRequest(epoch, claimed, epoch, 2**62, pre_vote=False)
+        elif kind == 1:
+            message = BeginQuorumEpochRequest(epoch, claimed)
+        else:
+            message = EndQuorumEpochRequest(epoch, claimed, (node.node_id,))
+        self.forged += 1
+        node.core.on_message(claimed, message, self.local_ms(node))
+        self._after_event(node, answers_lost_to=claimed)
 
     # ----------------------------------------------------------------- faults
 
@@ -415,6 +484,8 @@ class Simulation:
             self._start_node(node)
         self._schedule(self.rng.randrange(100_000, 1_000_000), "fault")
         self._schedule(1_000, "client")
+        if self.forger:
+            self._schedule(self.rng.randrange(100_000, 500_000), "forge")
         heal_at = self.fault_ms * 1000
         self._schedule(heal_at, "heal")
         try:
@@ -472,6 +543,8 @@ class Simulation:
             self._fault_step()
         elif kind == "heal":
             self._heal_everything()
+        elif kind == "forge":
+            self._forge()
 
     def _finish(self, heal_at: int, recovered_at: int | None) -> SimulationResult:
         if recovered_at is None:
@@ -489,6 +562,9 @@ class Simulation:
             commits=self.commits,
             elections=self.elections,
             max_epoch=self.max_epoch,
+            refused=self.refused,
+            forged=self.forged,
+            max_epoch_gap=self.max_epoch_gap,
         )
 
 
@@ -501,3 +577,6 @@ class SimulationResult:
     commits: int
     elections: int
     max_epoch: int
+    refused: int = 0
+    forged: int = 0
+    max_epoch_gap: int = 0

@@ -38,6 +38,7 @@ from quorum.raft.effects import (
     FlushLog,
     HighWatermarkChanged,
     PersistQuorumState,
+    RequestRefused,
     ResetLog,
     RoleChanged,
     SendMessage,
@@ -294,6 +295,8 @@ def show_effect(effect: Effect) -> str:
         case FetchSnapshot():
             snapshot = show_snapshot(effect.snapshot_id)
             return f"fetch-snapshot leader={effect.leader_id} snapshot={snapshot}"
+        case RequestRefused():
+            return f"refused {effect.request} from={effect.source}: {effect.reason}"
     raise AssertionError(f"unknown effect {effect!r}")
 
 
@@ -321,7 +324,7 @@ class Script:
 
     init id= voters=1,2,3 [epoch= voted= leader= snapshot=END@EPOCH log=BATCHES
          rng=max election-timeout= fetch-timeout= fetch-max-wait= backoff-max=
-         linger= max-batch= max-fetch=]
+         linger= max-batch= max-fetch= max-epoch-jump=]
     tick | state | propose records=a,b | resign | unreachable
     flushed end= [generation=]
     snapshot-taken snapshot=END@EPOCH | snapshot-installed snapshot=END@EPOCH
@@ -405,8 +408,11 @@ class Script:
             "linger": "high_watermark_linger_ms",
             "max-batch": "max_batch_records",
             "max-fetch": "max_fetch_records",
+            "max-epoch-jump": "max_epoch_jump",
         }
-        config_args = {field_: int(args[key]) for key, field_ in options.items() if key in args}
+        config_args = {
+            field_: parse_epoch(args[key]) for key, field_ in options.items() if key in args
+        }
         config = RaftConfig(int(args["id"]), self.voters, **config_args)
         snapshot = SnapshotId(*parse_position(args["snapshot"])) if "snapshot" in args else None
         log = RaftLog(snapshot)

@@ -131,6 +131,7 @@ def test_defaults_are_kafkas() -> None:
     assert config.snapshot_max_new_record_bytes == 20971520
     assert config.snapshot_max_interval_ms == 3600000
     assert config.snapshot_retain_count == 2
+    assert config.max_epoch_jump == 10000 and config.voter_principals == {}
     assert (config.metrics_sample_window_ms, config.metrics_num_samples) == (30000, 2)
     assert config.metrics_listener is None
     assert config.log_level == "INFO"
@@ -147,8 +148,10 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "log.level",
         "admin.request.rate.per.client",
         "admin.request.burst.per.client",
+        "controller.quorum.max.epoch.jump",
+        "controller.quorum.voter.principals",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 35 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 37 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:
@@ -442,3 +445,19 @@ def test_every_integer_key_fills_a_config_field_and_the_readme_shows_the_table()
         }
     )
     assert all(getattr(defaults, k.field) == k.default for k in INT_KEYS)
+
+
+def test_voter_principals_bind_voters_to_certificate_subjects() -> None:
+    raw = "1@User:CN=ctl-a,O=Acme;3@User:CN=ctl-c"
+    config = parse_config(props(controller__quorum__voter__principals=raw))
+    assert config.voter_principals == {1: "User:CN=ctl-a,O=Acme", 3: "User:CN=ctl-c"}
+    assert parse_config(config.as_properties()) == config
+    for bad, why in [
+        ("1@CN=ctl-a", "a principal is User:<subject>"),
+        ("7@User:CN=x", "node 7 is not in controller.quorum.voters"),
+        ("1@User:CN=a;1@User:CN=b", "node 1 appears twice"),
+        ("one@User:CN=a", "is not id@User:subject"),
+    ]:
+        error = refused(props(controller__quorum__voter__principals=bad))
+        assert error.key == "controller.quorum.voter.principals"
+        assert why in str(error)
