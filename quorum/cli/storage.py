@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from broker_agent.config import BrokerConfig, is_broker_agent_config, load_broker_config
+from quorum.cli.data_dir import PARTITION_DIR
 from quorum.common.config import ConfigError, ControllerConfig, load_config, read_properties
 from quorum.common.meta_properties import (
     MetaProperties,
@@ -21,6 +22,9 @@ from quorum.common.meta_properties import (
     read_meta_properties,
     validate_cluster_id,
 )
+from quorum.log.errors import StorageError
+from quorum.log.quorum_state import FILE_NAME as QUORUM_STATE_FILE
+from quorum.log.quorum_state import FileQuorumStateStore
 
 _CONFIG_OPTION = click.option(
     "--config",
@@ -140,4 +144,37 @@ def info_command(config_path: Path) -> None:
         raise OperationFailed(
             f"{config.metadata_log_dir} was formatted for node.id {meta.node_id}, "
             f"but {config_path} says node.id {config.node_id}"
+        )
+
+
+@storage.command("upgrade-quorum-state")
+@_CONFIG_OPTION
+def upgrade_quorum_state_command(config_path: Path) -> None:
+    """Upgrade a controller's version-1 quorum-state file (no checksum) to version 2.
+
+    A controller does not read a version-1 file at start-up, so that editing the
+    version field of a checksummed file cannot skip its checksum. Run this once,
+    with the controller stopped, on a directory written by a release from before
+    the checksum; a file that is already version 2 is left as it is.
+
+    \b
+    Example:
+      quorumctl storage upgrade-quorum-state --config data/config/controller-1.properties
+    """
+    config = _load(config_path)
+    try:
+        meta = read_meta_properties(config.metadata_log_dir)
+    except StorageFormatError as err:
+        raise OperationFailed(str(err)) from err
+    path = config.metadata_log_dir / PARTITION_DIR / QUORUM_STATE_FILE
+    try:
+        state = FileQuorumStateStore.upgrade(path, meta.cluster_id, config.node_id)
+    except StorageError as err:
+        raise OperationFailed(str(err)) from err
+    if state is None:
+        click.echo(f"{path}: already version 2 (or absent); nothing to do")
+    else:
+        click.echo(
+            f"{path}: upgraded to version 2 (epoch {state.epoch}, voted for "
+            f"{state.voted_for}, leader {state.leader_id})"
         )

@@ -9,8 +9,11 @@ cluster is refused rather than trusted. A missing file means a fresh node.
 A CRC32C over the other fields guards against an edited or bit-flipped file: a
 `voted_for` changed from 1 to 2, or an epoch lowered, would otherwise be trusted
 and let this node vote twice in one epoch. A version-1 file (no checksum, written
-by earlier releases) is still read, and rewritten as version 2 on the next change.
-An epoch above `MAX_EPOCH` is refused: no election could follow it.
+by earlier releases) is not read at start-up: setting the version field of a
+version-2 file to 1 would otherwise skip the checksum. It is upgraded once, by
+an operator's explicit `quorumctl storage upgrade-quorum-state` (`upgrade`), and a
+"version 1" file that carries a checksum (an edited version-2 file) is refused
+even there. An epoch above `MAX_EPOCH` is refused: no election could follow it.
 
 File format (JSON):
     {"version": 2, "cluster_id": "...", "node_id": 1, "epoch": 5,
@@ -40,11 +43,23 @@ FILE_NAME = "quorum-state"
 
 
 class FileQuorumStateStore:
-    def __init__(self, path: str | Path, cluster_id: str, node_id: int) -> None:
+    def __init__(
+        self, path: str | Path, cluster_id: str, node_id: int, *, upgrading: bool = False
+    ) -> None:
         self.path = Path(path)
         self.cluster_id = cluster_id
         self.node_id = node_id
-        self._state = self._load()
+        self._state = self._load(upgrading)
+
+    @classmethod
+    def upgrade(cls, path: str | Path, cluster_id: str, node_id: int) -> QuorumStateData | None:
+        """Read a version-1 file once and rewrite it as version 2 (the operator's
+        explicit upgrade); None when the file is already version 2 or absent."""
+        store = cls(path, cluster_id, node_id, upgrading=True)
+        if not store._was_unchecked:
+            return None
+        store.write(store.read())
+        return store.read()
 
     def read(self) -> QuorumStateData:
         return self._state
@@ -66,7 +81,8 @@ class FileQuorumStateStore:
         write_atomically(self.path, json.dumps(doc, indent=1).encode() + b"\n")
         self._state = state
 
-    def _load(self) -> QuorumStateData:
+    def _load(self, upgrading: bool) -> QuorumStateData:
+        self._was_unchecked = False
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -78,6 +94,8 @@ class FileQuorumStateStore:
             version = doc["version"]
             if version not in (VERSION, UNCHECKED_VERSION):
                 raise ValueError(f"unsupported version {version!r}")
+            if version == UNCHECKED_VERSION:
+                self._check_unchecked(doc, upgrading)
             if version == VERSION:
                 fields = {k: v for k, v in doc.items() if k != "crc32c"}
                 stored = _int(doc, "crc32c")
@@ -114,6 +132,20 @@ class FileQuorumStateStore:
                 self.path, f"epoch {state.epoch} is outside 0..{MAX_EPOCH}"
             )
         return state
+
+    def _check_unchecked(self, doc: dict[str, Any], upgrading: bool) -> None:
+        if "crc32c" in doc:
+            raise ValueError(
+                "version 1 never had a checksum, but this file has one: a version-2 "
+                "file whose version was edited, refused so its checksum cannot be skipped"
+            )
+        if not upgrading:
+            raise ValueError(
+                "version 1 (written before the checksum existed) is not read at "
+                "start-up; run `quorumctl storage upgrade-quorum-state --config FILE` "
+                "once to upgrade it"
+            )
+        self._was_unchecked = True
 
 
 def _checksum(fields: dict[str, Any]) -> int:

@@ -50,6 +50,7 @@ from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.driver import RaftDriver
+from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
@@ -180,6 +181,10 @@ class Controller:
             asyncio.ensure_future(self.controller.fence_expired_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
+        listener = self.config.listener
+        risk = listener_warning(listener.host, listener.address(), self.config.tls)
+        if risk is not None:
+            log.warning("%s", risk)
         security = "SSL" if self.config.tls else "PLAINTEXT"
         if self.config.tls:
             security += f" (ssl.client.auth={self.config.tls.client_auth.value})"

@@ -7,6 +7,7 @@ code, what is printed where, and what is (or is not) left on disk.
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,33 @@ def test_info_shows_the_identity_or_says_not_formatted(tmp_path: Path) -> None:
     mismatch = quorumctl("storage", "info", "--config", str(other_node))
     assert mismatch.returncode == 1
     assert "node.id 1" in mismatch.stderr and "node.id 2" in mismatch.stderr
+
+
+def test_upgrade_quorum_state_rewrites_a_version_1_file_once(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    cluster_id = random_uuid()
+    assert format_(config, cluster_id).returncode == 0
+    state = tmp_path / "controller" / "__cluster_metadata-0" / "quorum-state"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(
+        json.dumps(
+            {"version": 1, "cluster_id": cluster_id, "node_id": 1, "epoch": 9}
+            | {"voted_for": 2, "leader_id": None}
+        )
+    )
+    upgraded = quorumctl("storage", "upgrade-quorum-state", "--config", str(config))
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "upgraded to version 2 (epoch 9, voted for 2" in upgraded.stdout
+    assert json.loads(state.read_text())["version"] == 2
+    again = quorumctl("storage", "upgrade-quorum-state", "--config", str(config))
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+
+    edited = json.loads(state.read_text()) | {"version": 1}
+    state.write_text(json.dumps(edited))
+    refused = quorumctl("storage", "upgrade-quorum-state", "--config", str(config))
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "version was edited" in refused.stderr
+    assert json.loads(state.read_text()) == edited
 
 
 def test_every_command_has_help_with_an_example() -> None:

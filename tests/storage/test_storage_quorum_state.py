@@ -104,17 +104,41 @@ def test_an_edited_file_fails_its_checksum(tmp_path: Path, field: str, value: in
     assert str(path) in str(caught.value)
 
 
-def test_a_version_1_file_is_read_and_rewritten_with_a_checksum(tmp_path: Path) -> None:
+V1_FILE = (
+    '{"version": 1, "cluster_id": "c1", "node_id": 3, "epoch": 4, '
+    '"voted_for": 2, "leader_id": null}'
+)
+
+
+def test_a_version_1_file_is_refused_at_start_and_upgraded_once_on_request(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "quorum-state"
-    path.write_text(
-        '{"version": 1, "cluster_id": "c1", "node_id": 3, "epoch": 4, '
-        '"voted_for": 2, "leader_id": null}'
-    )
-    store = FileQuorumStateStore(path, "c1", 3)
-    assert store.read() == QuorumStateData(4, 2, None)
-    store.write(QuorumStateData(5, None, None))
+    path.write_text(V1_FILE)
+    with pytest.raises(QuorumStateCorruptionError, match="upgrade-quorum-state"):
+        FileQuorumStateStore(path, "c1", 3)
+    assert path.read_text() == V1_FILE
+    assert FileQuorumStateStore.upgrade(path, "c1", 3) == QuorumStateData(4, 2, None)
     assert json.loads(path.read_text())["version"] == 2
-    assert FileQuorumStateStore(path, "c1", 3).read() == QuorumStateData(5, None, None)
+    assert FileQuorumStateStore(path, "c1", 3).read() == QuorumStateData(4, 2, None)
+    assert FileQuorumStateStore.upgrade(path, "c1", 3) is None  # already version 2
+
+
+def test_a_version_2_file_edited_to_claim_version_1_is_refused(tmp_path: Path) -> None:
+    """Editing the version field must not be a way around the checksum."""
+    path = tmp_path / "quorum-state"
+    FileQuorumStateStore(path, "c1", 3).write(QuorumStateData(7, 1, None))
+    doc = json.loads(path.read_text())
+    doc["version"], doc["voted_for"] = 1, 2
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    for open_it in (
+        lambda: FileQuorumStateStore(path, "c1", 3),
+        lambda: FileQuorumStateStore.upgrade(path, "c1", 3),
+    ):
+        with pytest.raises(QuorumStateCorruptionError, match="version was edited"):
+            open_it()
+    assert path.read_bytes() == before
 
 
 def test_a_changed_cluster_id_names_meta_properties(tmp_path: Path) -> None:
