@@ -91,7 +91,8 @@ class Rendered:
     config: dict[str, str]
     controllers: Doc
     brokers: Doc
-    tls_files: Mapping[str, bytes] = field(default_factory=dict)  # the TLS Secret's keys
+    # The TLS Secrets' keys, by Secret name (each pod mounts its StatefulSet's).
+    tls_secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
 
 
 def pod_env(
@@ -128,9 +129,15 @@ def materialise(pod: Pod, rewrite: Rewrite, rendered: Rendered) -> None:
         pod.path(mount).mkdir(parents=True, exist_ok=True)
     for key, text in rendered.config.items():
         (pod.path("/etc/kraft-quorum") / key).write_text(rewrite(text))
-    for key, data in rendered.tls_files.items():
+    statefulset = (
+        rendered.controllers if pod.name.startswith(name("controller")) else rendered.brokers
+    )
+    volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+    if "tls" in volumes:
+        files = rendered.tls_secrets[volumes["tls"]["secret"]["secretName"]]
         pod.path(TLS_MOUNT).mkdir(parents=True, exist_ok=True)
-        (pod.path(TLS_MOUNT) / key).write_bytes(data)
+        for key, data in files.items():
+            (pod.path(TLS_MOUNT) / key).write_bytes(data)
 
 
 def run_init(c: Doc, env: dict[str, str], rewrite: Rewrite) -> subprocess.CompletedProcess[str]:
@@ -174,7 +181,9 @@ class Deployment:
 
 @contextmanager
 def deploy(
-    values: Mapping[str, Any], root: Path, tls_files: Mapping[str, bytes] | None = None
+    values: Mapping[str, Any],
+    root: Path,
+    tls_secrets: Mapping[str, Mapping[str, bytes]] | None = None,
 ) -> Iterator[Deployment]:
     """Every pod of the rendered chart started as the kubelet would start it: the
     init container's script, then the main container's command (stopped after)."""
@@ -185,7 +194,7 @@ def deploy(
         config_map(docs),
         one(docs, "StatefulSet", name("controller")),
         one(docs, "StatefulSet", name("broker")),
-        dict(tls_files or {}),
+        dict(tls_secrets or {}),
     )
     domain = f"{rendered.controllers['spec']['serviceName']}.{NAMESPACE}.svc.cluster.local"
     port = container(rendered.controllers, "controller")["ports"][0]["containerPort"]

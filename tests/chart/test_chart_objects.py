@@ -269,10 +269,19 @@ def test_racks_come_from_a_node_label() -> None:
 
 
 def test_tls_secret_is_mounted_when_enabled() -> None:
-    docs = render({"tls": {"enabled": True, "secretName": "kq-tls"}})
+    tls = {"enabled": True, "secretName": "kq-tls", "controllerPrincipal": "User:CN=ctl"}
+    docs = render({"tls": tls})
     for role in ("controller", "broker"):
         spec = one(docs, "StatefulSet", name(role))["spec"]["template"]["spec"]
         assert {"name": "tls", "secret": {"secretName": "kq-tls"}} in spec["volumes"]
+        mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+        assert mounts["tls"]["mountPath"] == "/etc/kraft-quorum-tls"
+        assert mounts["tls"]["readOnly"] is True
+    # The controllers' own Secret, when given, is theirs alone.
+    docs = render({"tls": {**tls, "controllerSecretName": "kq-controller-tls"}})
+    for role, secret in (("controller", "kq-controller-tls"), ("broker", "kq-tls")):
+        spec = one(docs, "StatefulSet", name(role))["spec"]["template"]["spec"]
+        assert {"name": "tls", "secret": {"secretName": secret}} in spec["volumes"]
         mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
         assert mounts["tls"]["mountPath"] == "/etc/kraft-quorum-tls"
         assert mounts["tls"]["readOnly"] is True

@@ -16,7 +16,14 @@ from chart_render import CHART, lint, of_kind, render, render_error
 VALUE_SETS: dict[str, dict[str, Any]] = {
     "default": {},
     "five-controllers": {"controllers": {"replicas": 5}},
-    "tls": {"tls": {"enabled": True, "secretName": "kq-tls", "clientAuth": "required"}},
+    "tls": {
+        "tls": {
+            "enabled": True,
+            "secretName": "kq-tls",
+            "clientAuth": "required",
+            "controllerPrincipal": "User:CN=kq-controller",
+        }
+    },
     "tls-metrics-mtls": {
         "tls": {"enabled": True, "secretName": "kq-tls", "clientAuth": "none"},
         "metrics": {"tls": {"clientAuth": "required"}, "serviceMonitor": {"enabled": True}},
@@ -157,6 +164,14 @@ CHART_REFUSALS: list[tuple[dict[str, Any], str]] = [
     ),
     ({"tls": {"enabled": True}}, "tls.enabled=true needs tls.secretName"),
     (
+        {"tls": {"enabled": True, "secretName": "kq-tls"}},
+        "tls.clientAuth=required binds each voter id to a certificate: set tls.controllerPrincipal",
+    ),
+    (
+        {"tls": {"enabled": True, "secretName": "kq-tls", "controllerPrincipal": "CN=x"}},
+        "tls.controllerPrincipal",
+    ),
+    (
         {"brokers": {"terminationGracePeriodSeconds": 20}},
         "brokers.terminationGracePeriodSeconds=20 must exceed "
         "brokers.controlledShutdownTimeoutMs=30000",
@@ -176,7 +191,7 @@ CHART_REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"metrics": {"port": 9093}}, "metrics.port=9093 is the controllers' listener port"),
     (
         {
-            "tls": {"enabled": True, "secretName": "kq-tls"},
+            "tls": {"enabled": True, "secretName": "kq-tls", "controllerPrincipal": "User:CN=c"},
             "controllers": {"config": {"ssl.client.auth": "none"}},
         },
         "ssl.client.auth is set by the chart itself with tls.enabled",

@@ -20,16 +20,29 @@ import grpc
 import pytest
 from chart_pods import Deployment, container, deploy, exec_probe, health_status
 from chart_render import NAMESPACE, config_map, one, properties, render
+from controller_cluster import run
 
+from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
+from quorum.common.wire_errors import wire_error
+from quorum.controller.api_errors import ApiError
 from quorum.gen import admin_pb2 as api
+from quorum.gen import raft_pb2 as raft_pb
+from quorum.gen import raft_pb2_grpc as raft_grpc
 
 pytestmark = pytest.mark.slow
 
 FULLNAME = "kq-kraft-quorum"
+CONTROLLER_PRINCIPAL = f"User:CN={FULLNAME}-controller"
 VALUES: dict[str, Any] = {
-    "tls": {"enabled": True, "secretName": "kq-tls", "clientAuth": "required"},
+    "tls": {
+        "enabled": True,
+        "secretName": "kq-tls",
+        "clientAuth": "required",
+        "controllerSecretName": "kq-controller-tls",
+        "controllerPrincipal": CONTROLLER_PRINCIPAL,
+    },
     "metrics": {"tls": {"enabled": True, "clientAuth": "required"}},
     "brokers": {"replicas": 1},
 }
@@ -44,8 +57,14 @@ SANS = (
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     ca = LocalCa("chart TLS CA")
     certificate, key = ca.issue(FULLNAME, dns_names=SANS, ip_addresses=("127.0.0.1",))
-    secret = {"tls.crt": certificate, "tls.key": key, "ca.crt": ca.ca_pem()}
-    with deploy(VALUES, tmp_path_factory.mktemp("chart-tls"), secret) as running:
+    ctl_cert, ctl_key = ca.issue(
+        f"{FULLNAME}-controller", dns_names=SANS, ip_addresses=("127.0.0.1",)
+    )
+    secrets = {
+        "kq-tls": {"tls.crt": certificate, "tls.key": key, "ca.crt": ca.ca_pem()},
+        "kq-controller-tls": {"tls.crt": ctl_cert, "tls.key": ctl_key, "ca.crt": ca.ca_pem()},
+    }
+    with deploy(VALUES, tmp_path_factory.mktemp("chart-tls"), secrets) as running:
         running.cluster.client_tls = TlsSettings(
             certificate_chain=certificate, private_key=key, ca=ca.ca_pem()
         )
@@ -73,6 +92,10 @@ def test_the_rendered_properties_turn_on_tls_for_every_listener() -> None:
         assert props["metrics.listener.ssl.client.auth"] == "required"
     assert controller["listener.security.protocol.map"] == "CONTROLLER:SSL"
     assert controller["ssl.client.auth"] == "required"
+    assert controller["controller.quorum.voter.principals"] == ";".join(
+        f"{n}@{CONTROLLER_PRINCIPAL}" for n in (1, 2, 3)
+    )
+    assert "controller.quorum.voter.principals" not in broker
     assert broker["listener.security.protocol.map"] == "SSL:SSL,CONTROLLER:SSL"
 
 
@@ -150,3 +173,33 @@ def test_quorumctl_in_a_pod_needs_no_tls_flags(secured: Deployment) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "CurrentVoters:" in result.stdout
+
+
+def test_the_brokers_certificate_cannot_speak_for_a_voter(secured: Deployment) -> None:
+    """The controllers hold a Secret of their own: the brokers' certificate (the
+    test client's) claiming a voter id is refused, and the epoch does not move."""
+    cluster = secured.cluster
+    leader = cluster.wait_for_leader(timeout_s=45)
+    follower = next(n for n in cluster.procs if n != leader.leader_id)
+    request = raft_pb.VoteRequest(
+        cluster_id=cluster.cluster_id,
+        candidate_epoch=leader.leader_epoch + 1,
+        candidate_id=leader.leader_id,
+        last_offset_epoch=leader.leader_epoch,
+        last_offset=2**40,
+    )
+
+    async def vote() -> grpc.aio.AioRpcError:
+        channel = open_channel(cluster.procs[follower].address, tls=cluster.client_tls)
+        try:
+            await raft_grpc.RaftQuorumStub(channel).Vote(request, timeout=10)
+        except grpc.aio.AioRpcError as err:
+            return err
+        finally:
+            await channel.close()
+        raise AssertionError("a broker's certificate voted as a controller")
+
+    refused = wire_error(run(vote()))
+    assert refused.error is ApiError.CLUSTER_AUTHORIZATION_FAILED
+    assert f"User:CN={FULLNAME} may not speak for voter {leader.leader_id}" in refused.message
+    assert cluster.describe(follower).leader_epoch == leader.leader_epoch

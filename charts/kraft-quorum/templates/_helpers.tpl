@@ -168,6 +168,9 @@ topologySpreadConstraints:
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.enabled=true needs tls.secretName: a Secret with tls.crt, tls.key and ca.crt" -}}
 {{- end -}}
+{{- if and .Values.tls.enabled (eq .Values.tls.clientAuth "required") (not .Values.tls.controllerPrincipal) -}}
+{{- fail "tls.clientAuth=required binds each voter id to a certificate: set tls.controllerPrincipal to the subject of the controllers' certificate (User:CN=...)" -}}
+{{- end -}}
 {{- if eq (int $c.port) (int .Values.metrics.port) -}}
 {{- fail (printf "metrics.port=%d is the controllers' listener port" (int .Values.metrics.port)) -}}
 {{- end -}}
@@ -281,10 +284,21 @@ needs no flags.
 {{- end }}
 {{- end -}}
 
+{{/* Every voter id bound to the controllers' certificate (controller.quorum.voter.principals). */}}
+{{- define "kraft-quorum.voterPrincipals" -}}
+{{- $c := .Values.controllers -}}
+{{- $entries := list -}}
+{{- range $i := until (int $c.replicas) -}}
+{{- $entries = append $entries (printf "%d@%s" (add (int $c.nodeIdBase) $i) $.Values.tls.controllerPrincipal) -}}
+{{- end -}}
+{{- join ";" $entries -}}
+{{- end -}}
+
+{{/* Pod volumes; call with (dict "root" $ "secret" NAME), NAME the TLS Secret to mount. */}}
 {{- define "kraft-quorum.volumes" -}}
 - name: config
   configMap:
-    name: {{ include "kraft-quorum.configName" . }}
+    name: {{ include "kraft-quorum.configName" .root }}
 - name: run
   emptyDir:
     medium: Memory
@@ -292,10 +306,10 @@ needs no flags.
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
-{{- if .Values.tls.enabled }}
+{{- if .root.Values.tls.enabled }}
 - name: tls
   secret:
-    secretName: {{ .Values.tls.secretName }}
+    secretName: {{ .secret }}
 {{- end }}
 {{- end -}}
 
