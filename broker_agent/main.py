@@ -19,8 +19,12 @@ from pathlib import Path
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.isr_changer import AdminIsrChanger
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
+from broker_agent.partitions.api import LeaderFetchClient
+from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError
@@ -68,6 +72,41 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
 
 
+def replica_config(config: BrokerConfig) -> ReplicaConfig:
+    return ReplicaConfig(
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        message_max_bytes=config.message_max_bytes,
+        log=LogConfig(
+            segment_bytes=config.log_segment_bytes,
+            retention_ms=config.log_retention_ms,
+            retention_bytes=config.log_retention_bytes,
+            max_message_bytes=config.message_max_bytes,
+            min_insync_replicas=config.min_insync_replicas,
+            flush_interval_messages=config.log_flush_interval_messages,
+            flush_interval_ms=config.log_flush_interval_ms,
+        ),
+    )
+
+
+def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> LeaderFetchClient | None:
+    """How followers reach leaders: Kafka's Fetch over the wire (the `kafka`
+    package provides it); None until then, and followers do not fetch."""
+    return None
+
+
+def build_replica_manager(config: BrokerConfig, agent: BrokerAgent) -> ReplicaManager:
+    changer = AdminIsrChanger(
+        agent.client, lambda: agent.stats.broker_epoch, agent._request_deadline_s
+    )
+    return ReplicaManager(
+        config.node_id,
+        config.log_dirs[0],
+        replica_config(config),
+        isr_changer=changer,
+        fetch_client=make_leader_fetch_client(config, agent),
+    )
+
+
 def open_cache(config: BrokerConfig, rebuild: bool) -> MetadataCache:
     directory = Path(config.metadata_log_dir)
     if rebuild and MetadataCache.drop(directory):
@@ -97,6 +136,14 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     assert meta.directory_id is not None
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
+    try:
+        agent.replicas = build_replica_manager(config, agent)
+    except (OSError, StorageError) as err:
+        print(f"broker-agent: cannot open the partition logs: {err}", file=sys.stderr)
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
+    await agent.replicas.start()
     metrics = AgentMetrics(agent)
     metrics.build_info(
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
@@ -137,6 +184,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         print(f"broker-agent: the controllers refuse this broker: {err}", file=sys.stderr)
         return EXIT_REFUSED
     finally:
+        await agent.replicas.close()
         await agent.client.close()
         metrics.stop()
         trace.close()
