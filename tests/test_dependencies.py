@@ -27,6 +27,7 @@ PROVIDER = {
     "click": "click",
     "cryptography": "cryptography",
     "pyarrow": "pyarrow",  # quorumctl log export writes Parquet
+    "kio": "kio",  # the brokers' Kafka wire protocol
 }
 # First-party packages the product may import besides the shipped ones:
 # `quorumctl log export` writes in the schema the analytics package defines.
