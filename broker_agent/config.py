@@ -6,8 +6,12 @@ Kafka's keys (same meaning, same default):
 ``node.id``                                    required, >= 0 (the broker id)
 ``process.roles``                              required: ``broker``
 ``controller.quorum.voters``                   required: the controllers to fetch from
-``listeners``                                  required: ``PLAINTEXT://host:port``, sent in
-                                               the registration (no data plane here)
+``listeners``                                  required: ``NAME://host:port[,...]``, the
+                                               Kafka protocol listeners (PLAINTEXT; see below)
+``advertised.listeners``                       the listeners: what the registration sends
+                                               and Metadata answers hand to clients
+``socket.request.max.bytes``                   104857600: a larger request frame closes
+                                               its connection
 ``metadata.log.dir``                           required: the local metadata cache
 ``broker.rack``                                unset
 ``broker.heartbeat.interval.ms``               2000: the longest a caught-up MetadataFetch
@@ -71,6 +75,8 @@ KEYS: tuple[str, ...] = (
     "process.roles",
     "controller.quorum.voters",
     "listeners",
+    "advertised.listeners",
+    "socket.request.max.bytes",
     "metadata.log.dir",
     "broker.rack",
     "broker.heartbeat.interval.ms",
@@ -96,6 +102,7 @@ _INTS: dict[str, IntSpec] = {
         "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
     ),
     "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
+    "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
 }
 
 
@@ -103,7 +110,7 @@ _INTS: dict[str, IntSpec] = {
 class BrokerConfig:
     node_id: int
     controllers: dict[int, Endpoint]
-    listener_name: str
+    listener_name: str  # the first of `listeners`
     listener: Endpoint
     metadata_log_dir: Path
     rack: str | None
@@ -115,8 +122,12 @@ class BrokerConfig:
     shutdown_timeout_ms: int
     metrics_listener: Endpoint | None
     log_level: str
+    socket_request_max_bytes: int = 104_857_600
     tls: TlsSettings | None = None
     metrics_tls: MetricsTls | None = None
+    # (name, endpoint) of every Kafka listener, and what each is advertised as.
+    listeners: tuple[tuple[str, Endpoint], ...] = ()
+    advertised_listeners: tuple[tuple[str, Endpoint], ...] = ()
 
     @property
     def bootstrap(self) -> list[str]:
@@ -126,6 +137,23 @@ class BrokerConfig:
 def is_broker_agent_config(props: Mapping[str, str]) -> bool:
     roles = props.get("process.roles", "").strip()
     return roles == "broker" and "CONTROLLER://" not in props.get("listeners", "").upper()
+
+
+def listener_list(key: str, raw: str) -> tuple[tuple[str, Endpoint], ...]:
+    """``NAME://host:port,...`` with distinct names, each served in PLAINTEXT
+    (TLS on the Kafka listeners is not served yet, so an SSL one is refused)."""
+    out: list[tuple[str, Endpoint]] = []
+    for item in (i.strip() for i in raw.split(",")):
+        name, sep, rest = item.partition("://")
+        name = name.strip().upper()
+        if not sep or not name:
+            raise ConfigError(key, f"must be NAME://host:port[,NAME://host:port], got {raw!r}")
+        if name == "SSL":
+            raise ConfigError(key, "SSL Kafka listeners are not served yet; use PLAINTEXT")
+        if any(n == name for n, _ in out):
+            raise ConfigError(key, f"names the {name} listener twice")
+        out.append((name, host_port(key, rest, any_host=True)))
+    return tuple(out)
 
 
 def load_broker_config(path: Path | str) -> BrokerConfig:
@@ -142,11 +170,17 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         raise ConfigError(
             "node.id", f"node.id {node_id} is a controller in controller.quorum.voters"
         )
-    raw_listener = props.get("listeners", "")
-    name, sep, rest = raw_listener.partition("://")
-    if not sep or not name or "," in rest:
-        raise ConfigError("listeners", f"must be one NAME://host:port, got {raw_listener!r}")
-    listener = host_port("listeners", rest, any_host=True)
+    listeners = listener_list("listeners", props.get("listeners", ""))
+    advertised = listeners
+    if props.get("advertised.listeners", "").strip():
+        advertised = listener_list("advertised.listeners", props["advertised.listeners"])
+        names = {n for n, _ in listeners}
+        for name, _ in advertised:
+            if name not in names:
+                raise ConfigError(
+                    "advertised.listeners",
+                    f"{name} is not one of the listeners ({props['listeners']})",
+                )
     log_dir = props.get("metadata.log.dir", "")
     if not log_dir:
         raise ConfigError("metadata.log.dir", "is required: the broker's metadata cache")
@@ -166,8 +200,10 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
     return BrokerConfig(
         node_id=node_id,
         controllers=controllers,
-        listener_name=name.strip().upper(),
-        listener=listener,
+        listener_name=listeners[0][0],
+        listener=listeners[0][1],
+        listeners=listeners,
+        advertised_listeners=advertised,
         metadata_log_dir=Path(log_dir),
         rack=props.get("broker.rack") or None,
         metrics_listener=url("metrics.listener", raw_metrics) if raw_metrics else None,

@@ -19,6 +19,7 @@ from pathlib import Path
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.kafka.server import KafkaServer
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from quorum.admin_client import AdminError
@@ -120,14 +121,24 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             return EXIT_STARTUP
         scheme = "https" if config.metrics_tls else "http"
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
+    kafka = KafkaServer(config, agent, replicas=None)
+    try:
+        kafka_at = await kafka.start()
+    except ListenerError as err:
+        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+        metrics.stop()
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
     log.info(
         "broker %d of cluster %s (directory %s) starting at metadata offset %d; "
-        "controllers %s; metrics %s",
+        "controllers %s; Kafka listeners %s; metrics %s",
         config.node_id,
         meta.cluster_id,
         meta.directory_id,
         cache.next_offset,
         ",".join(config.bootstrap),
+        ",".join(kafka_at),
         metrics_at,
     )
     try:
@@ -137,6 +148,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         print(f"broker-agent: the controllers refuse this broker: {err}", file=sys.stderr)
         return EXIT_REFUSED
     finally:
+        await kafka.stop()
         await agent.client.close()
         metrics.stop()
         trace.close()

@@ -51,6 +51,11 @@ RULES = {
         ),
         ("quorum.server",),
     ),
+    "the Kafka edge reads the image, never the server or the controller's write side": Rule(
+        ("broker_agent/kafka/",),
+        ("quorum.server", "quorum.controller", "grpc"),
+        allowed=("quorum.controller.metadata_image",),
+    ),
     "analytics reads exports, never live internals": Rule(
         ("analytics/",), ("quorum.server", "quorum.controller.controller", "broker_agent")
     ),

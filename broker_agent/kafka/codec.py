@@ -88,16 +88,13 @@ def decode_request(frame: bytes, api_key: int, api_version: int) -> DecodedReque
     cls = request_class(api_key, api_version)
     try:
         header, header_size = entity_reader(cls.__header_schema__)(frame, 0)
-        body, body_size = entity_reader(cls)(frame, header_size)
+        body, _ = entity_reader(cls)(frame, header_size)
     except Exception as err:  # kio raises struct/Value/Unicode/Index errors on bad bytes
         raise MalformedRequest(
             f"{api_name(api_key)} v{api_version}: {type(err).__name__}: {err}"
         ) from None
-    if header_size + body_size != len(frame):
-        raise MalformedRequest(
-            f"{api_name(api_key)} v{api_version}: "
-            f"{len(frame) - header_size - body_size} bytes left over"
-        )
+    # Bytes after the last field are ignored, as Kafka's parser ignores them:
+    # librdkafka 2.x sends three extra bytes after a Metadata v12 request for all topics.
     return DecodedRequest(
         api_key, api_version, header.correlation_id, getattr(header, "client_id", None), body
     )

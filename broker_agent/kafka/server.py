@@ -1,0 +1,74 @@
+"""The broker's Kafka protocol edge as one object: its listeners and its API dispatch.
+
+`broker_agent/main.py` starts it beside the metadata agent and stops it on the way
+out. It reads the committed metadata through the agent's cache (never the
+controller's write side) and asks the controller for producer-id blocks through
+the agent's admin client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from broker_agent.agent import BrokerAgent
+from broker_agent.config import BrokerConfig
+from broker_agent.kafka.apis import KafkaApis
+from broker_agent.kafka.listener import KafkaListener
+from broker_agent.kafka.producer_ids import ProducerIdSource
+from broker_agent.kafka.replicas import Replicas
+from quorum.common.channels import ListenerError
+from quorum.gen import admin_pb2 as api
+
+log = logging.getLogger("broker_agent.kafka")
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig, agent: BrokerAgent, replicas: Replicas | None) -> None:
+        self.config = config
+
+        async def allocate() -> tuple[int, int]:
+            reply = await agent.client.admin(
+                "AllocateProducerIds",
+                api.AllocateProducerIdsRequest(
+                    broker_id=config.node_id, broker_epoch=agent.stats.broker_epoch
+                ),
+                deadline_s=10,
+            )
+            return reply.producer_id_start, reply.producer_id_len
+
+        self.apis = KafkaApis(
+            config.node_id,
+            agent.cluster_id,
+            lambda: agent.image,
+            replicas,
+            ProducerIdSource(allocate),
+        )
+        self.listeners = [
+            KafkaListener(
+                name,
+                endpoint.host,
+                endpoint.port,
+                self.apis.handle,
+                config.socket_request_max_bytes,
+            )
+            for name, endpoint in config.listeners
+        ]
+
+    async def start(self) -> list[str]:
+        """Bind every listener; raises ListenerError naming the one that cannot bind."""
+        bound = []
+        for listener in self.listeners:
+            try:
+                port = await listener.start()
+            except OSError as err:
+                await self.stop()
+                raise ListenerError(
+                    f"cannot listen on {listener.name}://{listener.host}:{listener.port}: "
+                    f"{err.strerror}"
+                ) from err
+            bound.append(f"{listener.name}://{listener.host}:{port}")
+        return bound
+
+    async def stop(self) -> None:
+        for listener in self.listeners:
+            await listener.stop()

@@ -1,0 +1,258 @@
+"""The brokers' Kafka listeners on real broker processes: ApiVersions and Metadata
+answered to raw requests and to the real clients (kcat, confluent-kafka, aiokafka,
+kafka-python), and hostile bytes that close only their own connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import struct
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker_agent.kafka import codec
+from broker_agent.kafka.versions import SERVED, ApiKey
+from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
+from tests.integration.kafka_wire import KafkaSocket
+
+pytestmark = pytest.mark.slow
+BROKERS = (101, 102, 103)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with cluster_with_online_brokers(tmp_path_factory.mktemp("kafka"), *BROKERS) as c:
+        ctl_json(c, "topics", "create", "orders", "--partitions", "3", "--replication-factor", "3")
+        yield c
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(f"127.0.0.1:{cluster.brokers[b].port}" for b in BROKERS)
+
+
+def first(cluster: Cluster) -> KafkaSocket:
+    return KafkaSocket("127.0.0.1", cluster.brokers[BROKERS[0]].port)
+
+
+def metadata_v12(topics: list[str] | None) -> dict[str, object]:
+    return {
+        "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+        "allow_auto_topic_creation": True,
+        "include_topic_authorized_operations": False,
+    }
+
+
+def wait_for_topic_everywhere(cluster: Cluster, topic: str) -> None:
+    def seen() -> bool:
+        for b in BROKERS:
+            with KafkaSocket("127.0.0.1", cluster.brokers[b].port) as s:
+                answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
+                if answer.topics[0].error_code != ErrorCode.none:
+                    return False
+        return True
+
+    cluster.wait_until(seen, 20, f"topic {topic} in every broker's metadata")
+
+
+# ----------------------------------------------------------------- raw requests
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_api_versions_answers_the_served_table(cluster: Cluster, version: int) -> None:
+    values = {"client_software_name": "tests", "client_software_version": "1"}
+    with first(cluster) as s:
+        answer = s.request(ApiKey.API_VERSIONS, version, values)
+    assert answer.error_code == ErrorCode.none
+    table = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+    assert table == {int(k): v for k, v in SERVED.items()}
+
+
+def test_an_unknown_api_versions_version_gets_unsupported_version_and_the_table(
+    cluster: Cluster,
+) -> None:
+    # ApiVersions v9 from a "newer client": header v2, a body this broker cannot parse.
+    body = struct.pack(">hhih", 18, 9, 77, 5) + b"tests" + b"\x00" + b"\x00\x00\x00"
+    with first(cluster) as s:
+        s.send_raw(struct.pack(">i", len(body)) + body)
+        frame = s.read_frame()
+        correlation_id, answer = codec.decode_response(frame, ApiKey.API_VERSIONS, 0)
+        assert correlation_id == 77
+        assert answer.error_code == ErrorCode.unsupported_version
+        assert {k.api_key for k in answer.api_keys} == {int(k) for k in SERVED}
+        # ... and the connection stays open for the retry at a served version.
+        again = s.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                   "client_software_version": "1"})  # fmt: skip
+        assert again.error_code == ErrorCode.none
+
+
+def test_metadata_lists_live_brokers_topics_and_partitions(cluster: Cluster) -> None:
+    wait_for_topic_everywhere(cluster, "orders")
+    with first(cluster) as s:
+        answer = s.request(ApiKey.METADATA, 12, metadata_v12(None))
+    assert answer.cluster_id == cluster.cluster_id
+    assert answer.controller_id in BROKERS
+    assert {(b.node_id, b.host, b.port) for b in answer.brokers} == {
+        (b, "127.0.0.1", cluster.brokers[b].port) for b in BROKERS
+    }
+    (orders,) = [t for t in answer.topics if t.name == "orders"]
+    assert orders.error_code == ErrorCode.none
+    assert [p.partition_index for p in orders.partitions] == [0, 1, 2]
+    for p in orders.partitions:
+        assert sorted(p.replica_nodes) == list(BROKERS)
+        assert sorted(p.isr_nodes) == list(BROKERS)
+        assert p.leader_id in BROKERS and p.leader_epoch >= 0
+        assert p.offline_replicas == ()
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 9, 12])
+def test_metadata_of_an_unknown_topic_is_unknown_topic_or_partition(
+    cluster: Cluster, version: int
+) -> None:
+    values = {
+        "topics": [{"name": "no-such-topic", "topic_id": None}],
+        "allow_auto_topic_creation": True,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    with first(cluster) as s:
+        answer = s.request(ApiKey.METADATA, version, values)
+    (topic,) = answer.topics
+    assert topic.error_code == ErrorCode.unknown_topic_or_partition
+    assert topic.partitions == ()
+
+
+# ------------------------------------------------------------------- bad input
+
+
+def still_serving(cluster: Cluster) -> bool:
+    with first(cluster) as s:
+        answer = s.request(ApiKey.METADATA, 12, metadata_v12([]))
+    return answer.controller_id in BROKERS
+
+
+def test_an_unsupported_api_key_closes_only_that_connection(cluster: Cluster) -> None:
+    # JoinGroup (11) v9 is not served: Kafka closes the connection.
+    body = struct.pack(">hhih", 11, 9, 1, 5) + b"tests" + b"\x00" + b"\x00" * 20
+    with first(cluster) as bystander, first(cluster) as s:
+        s.send_raw(struct.pack(">i", len(body)) + body)
+        assert s.closed_by_peer()
+        assert bystander.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
+    assert still_serving(cluster)
+
+
+def test_an_unsupported_version_of_a_served_api_closes_the_connection(cluster: Cluster) -> None:
+    body = struct.pack(">hhih", int(ApiKey.PRODUCE), 2, 1, 5) + b"tests" + b"\x00" * 20
+    with first(cluster) as s:
+        s.send_raw(struct.pack(">i", len(body)) + body)
+        assert s.closed_by_peer()
+    assert still_serving(cluster)
+
+
+def test_a_frame_over_socket_request_max_bytes_closes_the_connection(cluster: Cluster) -> None:
+    with first(cluster) as bystander, first(cluster) as s:
+        s.send_raw(struct.pack(">i", 104_857_600 + 1) + b"\x00" * 1024)
+        assert s.closed_by_peer()
+        assert bystander.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
+    assert still_serving(cluster)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_bytes_close_the_connection_and_nothing_else(cluster: Cluster, seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    with first(cluster) as s:
+        # a plausible size, then garbage: the request fails to parse
+        garbage = rng.randbytes(200)
+        s.send_raw(struct.pack(">i", len(garbage)) + garbage)
+        assert s.closed_by_peer()
+    with first(cluster) as s:
+        s.send_raw(rng.randbytes(64))  # garbage from the first byte: a nonsense size
+        assert s.closed_by_peer()
+    assert still_serving(cluster)
+
+
+def test_a_truncated_request_body_closes_the_connection(cluster: Cluster) -> None:
+    with first(cluster) as s:
+        body = struct.pack(">hhih", int(ApiKey.METADATA), 12, 1, 5) + b"tests\x00" + b"\x05"
+        s.send_raw(struct.pack(">i", len(body)) + body)
+        assert s.closed_by_peer()
+    assert still_serving(cluster)
+
+
+# ---------------------------------------------------------------- real clients
+
+
+def test_kcat_lists_brokers_and_topics(cluster: Cluster) -> None:
+    assert shutil.which("kcat"), "kcat is installed by `make test` (Debian's kcat)"
+    wait_for_topic_everywhere(cluster, "orders")
+    done = subprocess.run(
+        ["kcat", "-b", bootstrap(cluster), "-L", "-J"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listing = json.loads(done.stdout)
+    assert sorted(b["id"] for b in listing["brokers"]) == list(BROKERS)
+    (orders,) = [t for t in listing["topics"] if t["topic"] == "orders"]
+    assert len(orders["partitions"]) == 3
+    for p in orders["partitions"]:
+        assert sorted(r["id"] for r in p["replicas"]) == list(BROKERS)
+        assert sorted(r["id"] for r in p["isrs"]) == list(BROKERS)
+
+
+def test_confluent_kafka_lists_topics(cluster: Cluster) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    wait_for_topic_everywhere(cluster, "orders")
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    listing = admin.list_topics(timeout=20)
+    assert listing.cluster_id == cluster.cluster_id
+    assert sorted(listing.brokers) == list(BROKERS)
+    orders = listing.topics["orders"]
+    assert orders.error is None
+    assert sorted(orders.partitions) == [0, 1, 2]
+    assert all(sorted(p.replicas) == list(BROKERS) for p in orders.partitions.values())
+    missing = admin.list_topics("no-such-topic", timeout=20).topics["no-such-topic"]
+    assert missing.error is not None and missing.error.code() == 3  # UNKNOWN_TOPIC_OR_PART
+
+
+def test_aiokafka_reads_the_metadata(cluster: Cluster) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    wait_for_topic_everywhere(cluster, "orders")
+
+    async def go() -> tuple[set[str], set[int]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(cluster), request_timeout_ms=20000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), request_timeout_ms=20000)
+        await consumer.start()
+        await producer.start()
+        try:
+            return await consumer.topics(), await producer.partitions_for("orders")
+        finally:
+            await consumer.stop()
+            await producer.stop()
+
+    topics, partitions = asyncio.run(go())
+    assert "orders" in topics
+    assert partitions == {0, 1, 2}
+
+
+def test_kafka_python_reads_the_metadata(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer
+
+    wait_for_topic_everywhere(cluster, "orders")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), request_timeout_ms=20000)
+    try:
+        assert "orders" in consumer.topics()
+        assert consumer.partitions_for_topic("orders") == {0, 1, 2}
+    finally:
+        consumer.close()
+
+
+def test_the_broker_log_names_its_kafka_listener(cluster: Cluster) -> None:
+    proc = cluster.brokers[BROKERS[0]]
+    assert f"PLAINTEXT://127.0.0.1:{proc.port}" in proc.log_text()
