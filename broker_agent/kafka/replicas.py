@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -43,6 +43,20 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end_offset)
     records: bytes = b""
+
+
+class EpochEndOffsetResult(NamedTuple):
+    error: ErrorCode
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochQuery:
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
 
 
 class Replicas(Protocol):

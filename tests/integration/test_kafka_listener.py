@@ -256,3 +256,118 @@ def test_kafka_python_reads_the_metadata(cluster: Cluster) -> None:
 def test_the_broker_log_names_its_kafka_listener(cluster: Cluster) -> None:
     proc = cluster.brokers[BROKERS[0]]
     assert f"PLAINTEXT://127.0.0.1:{proc.port}" in proc.log_text()
+
+
+# ------------------------------------------------------- data APIs at the edge
+
+
+def produce_values(topic: str, partition: int, acks: int = 1) -> dict[str, object]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": b"\0" * 70}]}
+        ],
+    }
+
+
+def fetch_values(topic: str, partition: int) -> dict[str, object]:
+    return {
+        "replica_id": -1, "max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("version", [3, 7, 9])
+def test_produce_to_an_unknown_topic_or_partition(cluster: Cluster, version: int) -> None:
+    with first(cluster) as s:
+        for topic, partition in (("no-such-topic", 0), ("orders", 99)):
+            answer = s.request(ApiKey.PRODUCE, version, produce_values(topic, partition))
+            (r,) = answer.responses[0].partition_responses
+            assert r.error_code == ErrorCode.unknown_topic_or_partition
+            assert r.base_offset == -1
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_fetch_of_an_unknown_topic_or_partition(cluster: Cluster, version: int) -> None:
+    with first(cluster) as s:
+        for topic, partition in (("no-such-topic", 0), ("orders", 99)):
+            answer = s.request(ApiKey.FETCH, version, fetch_values(topic, partition))
+            (r,) = answer.responses[0].partitions
+            assert r.error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_list_offsets_and_epochs_of_an_unknown_topic(cluster: Cluster) -> None:
+    with first(cluster) as s:
+        listed = s.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": "nope", "partitions": [
+                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
+        })  # fmt: skip
+        assert listed.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+        epochs = s.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
+            "replica_id": -1,
+            "topics": [{"topic": "nope", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
+        })  # fmt: skip
+        assert epochs.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_init_producer_id_hands_out_distinct_ids_from_the_controllers_blocks(
+    cluster: Cluster,
+) -> None:
+    values = {"transactional_id": None, "transaction_timeout": 60000,
+              "producer_id": -1, "producer_epoch": -1}  # fmt: skip
+    ids = []
+    for b in BROKERS:
+        with KafkaSocket("127.0.0.1", cluster.brokers[b].port) as s:
+            for _ in range(2):
+                answer = s.request(ApiKey.INIT_PRODUCER_ID, 4, values)
+                assert answer.error_code == ErrorCode.none
+                assert answer.producer_epoch == 0
+                ids.append(answer.producer_id)
+    assert len(set(ids)) == len(ids) and min(ids) >= 0
+    with first(cluster) as s:
+        refused = s.request(ApiKey.INIT_PRODUCER_ID, 4, {**values, "transactional_id": "tx"})
+    assert refused.error_code == ErrorCode.transactional_id_authorization_failed
+
+
+def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cluster) -> None:
+    from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
+    from broker_agent.kafka.replicas import EpochQuery, FetchPartition
+    from quorum.controller.metadata_image import MetadataImage
+    from quorum.gen import metadata_pb2 as md
+
+    image = MetadataImage()
+    proc = cluster.brokers[BROKERS[1]]
+    record = md.MetadataRecord(
+        register_broker=md.RegisterBrokerRecord(
+            broker_id=BROKERS[1], broker_epoch=1, incarnation_id="x",
+            endpoints=[md.BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1", port=proc.port,
+                                         security_protocol="PLAINTEXT")],
+        )
+    )  # fmt: skip
+    image.apply_record(record, 0)
+
+    async def go() -> None:
+        client = KafkaLeaderFetchClient(BROKERS[0], lambda: image, "PLAINTEXT")
+        try:
+            (result,) = await client.fetch(
+                BROKERS[1], BROKERS[0], 10, 1, 1 << 20, [FetchPartition("no-such-topic", 0, 0)]
+            )
+            assert result.error == ErrorCode.unknown_topic_or_partition
+            (epoch,) = await client.offsets_for_leader_epoch(
+                BROKERS[1], BROKERS[0], [EpochQuery("no-such-topic", 0, -1, 0)]
+            )
+            assert epoch.error == ErrorCode.unknown_topic_or_partition
+            with pytest.raises(ConnectionError):
+                await client.fetch(999, BROKERS[0], 10, 1, 1, [FetchPartition("t", 0, 0)])
+        finally:
+            await client.close()
+
+    asyncio.run(go())
