@@ -183,7 +183,10 @@ class BrokerAgent:
             # Kafka registers the advertised listeners: what Metadata hands to clients.
             listeners=[
                 bpb.Listener(
-                    name=name, host=endpoint.host, port=endpoint.port, security_protocol="PLAINTEXT"
+                    name=name,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    security_protocol=self.config.listener_protocols.get(name, "PLAINTEXT"),
                 )
                 for name, endpoint in (
                     self.config.advertised_listeners

@@ -48,7 +48,7 @@ A broker agent's file is told apart from a controller observer's (also
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum.common.config import (
@@ -67,8 +67,21 @@ from quorum.common.config import (
 )
 from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
 from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
-from quorum.common.tls import CLIENT_KEYS as TLS_KEYS
-from quorum.common.tls import TlsConfigError, TlsSettings, tls_from_properties
+from quorum.common.tls import (
+    CA_KEY,
+    CERT_KEY,
+    CLIENT_AUTH_KEY,
+    KEY_KEY,
+    PLAINTEXT,
+    PROTOCOL_MAP_KEY,
+    SSL,
+    ClientAuth,
+    TlsConfigError,
+    TlsSettings,
+    security_protocol,
+    tls_from_properties,
+)
+from quorum.common.tls import SERVER_KEYS as TLS_KEYS
 
 KEYS: tuple[str, ...] = (
     "node.id",
@@ -106,6 +119,16 @@ _INTS: dict[str, IntSpec] = {
 }
 
 
+@dataclass(frozen=True)
+class KafkaTls:
+    """The SSL Kafka listeners' certificate, key, trusted CAs and `ssl.client.auth`."""
+
+    certificate_location: str
+    key_location: str
+    ca_location: str
+    client_auth: ClientAuth = ClientAuth.NONE
+
+
 @dataclass(frozen=True, kw_only=True)
 class BrokerConfig:
     node_id: int
@@ -128,6 +151,10 @@ class BrokerConfig:
     # (name, endpoint) of every Kafka listener, and what each is advertised as.
     listeners: tuple[tuple[str, Endpoint], ...] = ()
     advertised_listeners: tuple[tuple[str, Endpoint], ...] = ()
+    # The security protocol of each Kafka listener (PLAINTEXT or SSL), and the
+    # SSL ones' TLS settings.
+    listener_protocols: dict[str, str] = field(default_factory=dict)
+    kafka_tls: KafkaTls | None = None
 
     @property
     def bootstrap(self) -> list[str]:
@@ -140,16 +167,13 @@ def is_broker_agent_config(props: Mapping[str, str]) -> bool:
 
 
 def listener_list(key: str, raw: str) -> tuple[tuple[str, Endpoint], ...]:
-    """``NAME://host:port,...`` with distinct names, each served in PLAINTEXT
-    (TLS on the Kafka listeners is not served yet, so an SSL one is refused)."""
+    """``NAME://host:port,...`` with distinct names."""
     out: list[tuple[str, Endpoint]] = []
     for item in (i.strip() for i in raw.split(",")):
         name, sep, rest = item.partition("://")
         name = name.strip().upper()
         if not sep or not name:
             raise ConfigError(key, f"must be NAME://host:port[,NAME://host:port], got {raw!r}")
-        if name == "SSL":
-            raise ConfigError(key, "SSL Kafka listeners are not served yet; use PLAINTEXT")
         if any(n == name for n, _ in out):
             raise ConfigError(key, f"names the {name} listener twice")
         out.append((name, host_port(key, rest, any_host=True)))
@@ -193,7 +217,9 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         )
     raw_metrics = props.get("metrics.listener", "")
     try:
-        tls = tls_from_properties(props, server=False)
+        protocols = {name: listener_protocol(props, name) for name, _ in listeners}
+        kafka_tls = kafka_tls_from(props) if SSL in protocols.values() else None
+        tls = tls_from_properties(controller_side(props, kafka_tls is not None), server=False)
         metrics_tls = metrics_tls_from(props, tls)
     except TlsConfigError as err:
         raise ConfigError(err.key, str(err)) from None
@@ -210,5 +236,53 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         log_level=log_level(props.get("log.level", "") or "INFO"),
         tls=tls,
         metrics_tls=metrics_tls,
+        listener_protocols=protocols,
+        kafka_tls=kafka_tls,
         **ints,
     )
+
+
+def listener_protocol(props: Mapping[str, str], name: str) -> str:
+    """A Kafka listener's security protocol: its `listener.security.protocol.map`
+    entry, or else the name itself (PLAINTEXT, SSL) as in Kafka's default map
+    (a map that names only CONTROLLER, as the TLS set-ups here write, leaves
+    the broker's PLAINTEXT listener plaintext)."""
+    mapped = {
+        n.strip().upper(): p.strip().upper()
+        for n, _, p in (e.partition(":") for e in props.get(PROTOCOL_MAP_KEY, "").split(","))
+        if n.strip()
+    }
+    if name in mapped:
+        return security_protocol(props, name)
+    return SSL if name == SSL else PLAINTEXT
+
+
+def kafka_tls_from(props: Mapping[str, str]) -> KafkaTls:
+    """The SSL Kafka listeners' settings: a certificate and key always, the CA when
+    clients must (required) or may (requested) present certificates."""
+    for key in (CERT_KEY, KEY_KEY):
+        if not props.get(key, "").strip():
+            raise TlsConfigError(key, f"{key} is required for an SSL listener")
+    raw_auth = props.get(CLIENT_AUTH_KEY, "").strip().lower() or ClientAuth.NONE.value
+    try:
+        client_auth = ClientAuth(raw_auth)
+    except ValueError:
+        raise TlsConfigError(
+            CLIENT_AUTH_KEY, f"{CLIENT_AUTH_KEY} must be required, requested or none"
+        ) from None
+    if client_auth is not ClientAuth.NONE and not props.get(CA_KEY, "").strip():
+        raise TlsConfigError(CA_KEY, f"{CA_KEY} is required with {CLIENT_AUTH_KEY}={raw_auth}")
+    return KafkaTls(
+        props[CERT_KEY].strip(), props[KEY_KEY].strip(), props.get(CA_KEY, "").strip(), client_auth
+    )
+
+
+def controller_side(props: Mapping[str, str], kafka_ssl: bool) -> dict[str, str]:
+    """The keys that configure the connection to the controllers: `ssl.client.auth`
+    belongs to the broker's own listeners, and with an SSL Kafka listener the
+    certificate keys are its, so a PLAINTEXT CONTROLLER connection ignores them."""
+    out = {k: v for k, v in props.items() if k != CLIENT_AUTH_KEY}
+    if kafka_ssl and security_protocol(props) == PLAINTEXT:
+        for key in (CERT_KEY, KEY_KEY, CA_KEY):
+            out.pop(key, None)
+    return out

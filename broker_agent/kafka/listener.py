@@ -23,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker_agent.kafka import codec
-from broker_agent.kafka.versions import ApiKey, is_served
+from broker_agent.kafka.versions import SERVED, ApiKey, is_served
+from quorum.common.tls import ANONYMOUS
 
 log = logging.getLogger("broker_agent.kafka")
 
@@ -63,12 +65,14 @@ class KafkaListener:
         port: int,
         dispatch: Dispatch,
         max_request_bytes: int,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.name = name
         self.host = host
         self.port = port
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
+        self.ssl_context = ssl_context
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.closed_connections = 0  # by a bad frame or request (for tests and metrics)
@@ -76,7 +80,7 @@ class KafkaListener:
     async def start(self) -> int:
         """Bind and serve; returns the bound port (the given one, or the kernel's for 0)."""
         self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True
+            self._serve, self.host, self.port, reuse_address=True, ssl=self.ssl_context
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -98,7 +102,9 @@ class KafkaListener:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
-        conn = Connection(self.name, str(peer[0]) if peer else "")
+        conn = Connection(
+            self.name, str(peer[0]) if peer else "", principal_of(writer.get_extra_info("peercert"))
+        )
         frames: asyncio.Queue[bytes | None] = asyncio.Queue(MAX_IN_FLIGHT)
         reading = asyncio.create_task(self._read_frames(reader, frames, conn))
         try:
@@ -163,9 +169,29 @@ class KafkaListener:
         return codec.encode_response(correlation_id, response)
 
 
-def api_versions_table() -> list[dict[str, int]]:
-    from broker_agent.kafka.versions import SERVED
+# X.500 attribute names as Kafka's default principal builder prints them (RFC 2253).
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "domainComponent": "DC",
+}
 
+
+def principal_of(peercert: Any) -> str:
+    """Kafka's default principal of a TLS client: ``User:`` and its verified
+    certificate's subject (``User:CN=broker-101``); ANONYMOUS without one."""
+    subject = (peercert or {}).get("subject") if isinstance(peercert, dict) else None
+    if not subject:
+        return ANONYMOUS
+    parts = ["+".join(f"{_RDN_NAMES.get(k, k)}={v}" for k, v in rdn) for rdn in reversed(subject)]
+    return "User:" + ",".join(parts)
+
+
+def api_versions_table() -> list[dict[str, int]]:
     return [
         {"api_key": int(k), "min_version": low, "max_version": high}
         for k, (low, high) in sorted(SERVED.items())

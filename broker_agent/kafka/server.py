@@ -9,14 +9,16 @@ the agent's admin client.
 from __future__ import annotations
 
 import logging
+import ssl
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import BrokerConfig
+from broker_agent.config import BrokerConfig, KafkaTls
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.listener import KafkaListener
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.replicas import Replicas
 from quorum.common.channels import ListenerError
+from quorum.common.tls import SSL, ClientAuth
 from quorum.gen import admin_pb2 as api
 
 log = logging.getLogger("broker_agent.kafka")
@@ -58,6 +60,9 @@ class KafkaServer:
         """Bind every listener; raises ListenerError naming the one that cannot bind."""
         bound = []
         for listener in self.listeners:
+            if self.config.listener_protocols.get(listener.name) == SSL:
+                assert self.config.kafka_tls is not None
+                listener.ssl_context = ssl_context(self.config.kafka_tls)
             try:
                 port = await listener.start()
             except OSError as err:
@@ -72,3 +77,28 @@ class KafkaServer:
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.stop()
+
+
+_VERIFY = {
+    ClientAuth.NONE: ssl.CERT_NONE,
+    ClientAuth.REQUESTED: ssl.CERT_OPTIONAL,
+    ClientAuth.REQUIRED: ssl.CERT_REQUIRED,
+}
+
+
+def ssl_context(tls: KafkaTls) -> ssl.SSLContext:
+    """A TLS 1.2+ server context for the SSL Kafka listeners; the files are read now,
+    so a bad one stops the broker at start-up with the file named."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(tls.certificate_location, tls.key_location)
+        context.verify_mode = _VERIFY[tls.client_auth]
+        if tls.client_auth is not ClientAuth.NONE:
+            context.load_verify_locations(cafile=tls.ca_location)
+    except OSError as err:  # ssl.SSLError too
+        raise ListenerError(
+            f"cannot serve the SSL Kafka listener with {tls.certificate_location} "
+            f"and {tls.key_location}: {err}"
+        ) from err
+    return context
