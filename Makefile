@@ -67,10 +67,12 @@ test: setup promtool kcat
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log
+	$(VENV)/bin/mypy --strict --explicit-package-bases broker_agent/replication
 	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft quorum/log
+	$(VENV)/bin/mypy --strict --explicit-package-bases broker_agent/replication
 
 bench: setup
 	$(PY) bench/raft_core.py

@@ -11,9 +11,12 @@ that). A fetch answer either carries committed batches, which go to the local
 cache (apply, then one fsync) and to the apply trace, or names a snapshot to
 load first, which is pulled in chunks and installed only once its checksum holds.
 
-As partition leader the agent also asks the controller (AlterPartition) to put
-back into the ISR replicas that are online again: with no data plane here, an
-unfenced replica counts as caught up.
+Every committed batch applied also goes to the replica manager (when the
+broker hosts partition replicas), which becomes leader or follower of each
+partition as the image says. Without follower fetching (no `LeaderFetchClient`
+yet) the agent keeps its old rule and, as partition leader, asks the controller
+(AlterPartition) to put back into the ISR the replicas that are online again;
+with it, the replica manager moves the ISR by replication lag instead.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
@@ -91,6 +95,7 @@ class BrokerAgent:
         trace: ApplyTrace | None,
         client: AdminClient | None = None,
         log_dirs: tuple[str, ...] = (),
+        replicas: ReplicaManager | None = None,
     ) -> None:
         self.config = config
         # KIP-858: the directory.id of each log directory (its meta.properties),
@@ -112,6 +117,15 @@ class BrokerAgent:
         self._last_ok = time.monotonic()
         self._pending_snapshot: asyncio.Future[None] | None = None
         self._isr_checked_offset = -1
+        self.replicas = replicas
+
+    def _metadata_applied(self) -> None:
+        if self.replicas is not None:
+            try:
+                self.replicas.on_metadata(self.image)
+            except Exception:
+                log.exception("broker %d: replica manager failed to apply metadata",
+                              self.config.node_id)  # fmt: skip
 
     @property
     def image(self) -> MetadataImage:
@@ -150,6 +164,7 @@ class BrokerAgent:
         if not await self._register():
             return 0
         self._set_state(FENCED)
+        self._metadata_applied()  # open the replicas the cached metadata assigns here
         shutdown_deadline: float | None = None
         while True:
             if self.stop_requested.is_set() and self.state != STOPPING:
@@ -172,7 +187,9 @@ class BrokerAgent:
                     return 0
             else:
                 self._set_state(FENCED if response.is_fenced else ONLINE)
-                if self.state == ONLINE:
+                if self.state == ONLINE and (
+                    self.replicas is None or self.replicas.fetcher is None
+                ):
                     await self._expand_isrs()
 
     async def _register(self) -> bool:
@@ -362,6 +379,7 @@ class BrokerAgent:
                 applied, commit_times, received_ms, apply_ms, offset_ms, exchange,
                 STATE_NAMES[self.state],
             )  # fmt: skip
+        self._metadata_applied()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self.cache.flush)
         self._maybe_snapshot()
@@ -423,6 +441,7 @@ class BrokerAgent:
         except Exception:
             self.stats.load_errors += 1
             raise
+        self._metadata_applied()
         self.stats.snapshots_loaded += 1
         for observe in self.stats.on_snapshot_load:
             observe(time.monotonic() - started)

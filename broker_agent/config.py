@@ -21,7 +21,24 @@ Kafka's keys (same meaning, same default):
 ``metadata.log.segment.bytes``                 1 GiB
 ``metadata.snapshot.max.new.record.bytes``     20 MiB: the cache snapshots itself too
 ``metadata.snapshot.max.interval.ms``          1 hour
+``log.dirs``                                   the metadata.log.dir: where partition
+                                               replicas live (``topic-partition``);
+                                               the first directory is used
+``replica.lag.time.max.ms``                    30000: an ISR follower not caught up
+                                               with the leader's LEO this long is removed
+``min.insync.replicas``                        1: acks=all needs an ISR this large
+``message.max.bytes``                          1048588: the largest record batch
+``log.segment.bytes``                          1 GiB
+``log.retention.ms``                           7 days (-1: no limit)
+``log.retention.bytes``                        -1: no limit
+``log.flush.interval.messages``                Long.MAX: no fsync per batch, as in
+                                               Kafka: durability comes from replication
+``log.flush.interval.ms``                      Long.MAX
 =============================================  =========================================
+
+Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
+``retention.bytes``, ``segment.bytes``, ``flush.messages``, ``flush.ms``)
+override these per topic.
 
 Ours:
 
@@ -98,6 +115,15 @@ KEYS: tuple[str, ...] = (
     "metadata.snapshot.max.new.record.bytes",
     "metadata.snapshot.max.interval.ms",
     "controlled.shutdown.timeout.ms",
+    "log.dirs",
+    "replica.lag.time.max.ms",
+    "min.insync.replicas",
+    "message.max.bytes",
+    "log.segment.bytes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -116,6 +142,14 @@ _INTS: dict[str, IntSpec] = {
     ),
     "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
     "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
+    "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
+    "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
+    "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
+    "log.segment.bytes": IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
+    "log.retention.ms": IntSpec("log_retention_ms", 7 * 24 * 3600 * 1000, -1, LONG_MAX),
+    "log.retention.bytes": IntSpec("log_retention_bytes", -1, -1, LONG_MAX),
+    "log.flush.interval.messages": IntSpec("log_flush_interval_messages", LONG_MAX, 1, LONG_MAX),
+    "log.flush.interval.ms": IntSpec("log_flush_interval_ms", LONG_MAX, 0, LONG_MAX),
 }
 
 
@@ -143,6 +177,15 @@ class BrokerConfig:
     snapshot_max_new_record_bytes: int
     snapshot_max_interval_ms: int
     shutdown_timeout_ms: int
+    log_dirs: tuple[Path, ...]
+    replica_lag_time_max_ms: int
+    min_insync_replicas: int
+    message_max_bytes: int
+    log_segment_bytes: int
+    log_retention_ms: int
+    log_retention_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
@@ -231,6 +274,7 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         listeners=listeners,
         advertised_listeners=advertised,
         metadata_log_dir=Path(log_dir),
+        log_dirs=tuple(Path(d.strip()) for d in (props.get("log.dirs") or log_dir).split(",")),
         rack=props.get("broker.rack") or None,
         metrics_listener=url("metrics.listener", raw_metrics) if raw_metrics else None,
         log_level=log_level(props.get("log.level", "") or "INFO"),

@@ -19,9 +19,14 @@ from pathlib import Path
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.isr_changer import AdminIsrChanger
+from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
 from broker_agent.kafka.server import KafkaServer
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
+from broker_agent.partitions.api import LeaderFetchClient
+from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
 from quorum.common.config import ConfigError
@@ -69,6 +74,47 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
 
 
+def replica_config(config: BrokerConfig) -> ReplicaConfig:
+    return ReplicaConfig(
+        replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        message_max_bytes=config.message_max_bytes,
+        log=LogConfig(
+            segment_bytes=config.log_segment_bytes,
+            retention_ms=config.log_retention_ms,
+            retention_bytes=config.log_retention_bytes,
+            max_message_bytes=config.message_max_bytes,
+            min_insync_replicas=config.min_insync_replicas,
+            flush_interval_messages=config.log_flush_interval_messages,
+            flush_interval_ms=config.log_flush_interval_ms,
+        ),
+    )
+
+
+def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> LeaderFetchClient:
+    """How followers reach leaders: Kafka's Fetch (with the follower's replica_id)
+    and OffsetsForLeaderEpoch over the wire, to the leader's endpoint for the
+    inter-broker listener: the first PLAINTEXT one (Kafka's default
+    security.inter.broker.protocol), else the first listener."""
+    plaintext = [n for n, _ in config.listeners if config.listener_protocols.get(n) == "PLAINTEXT"]
+    name = plaintext[0] if plaintext else config.listener_name
+    return KafkaLeaderFetchClient(
+        config.node_id, lambda: agent.image, name, config.socket_request_max_bytes
+    )
+
+
+def build_replica_manager(config: BrokerConfig, agent: BrokerAgent) -> ReplicaManager:
+    changer = AdminIsrChanger(
+        agent.client, lambda: agent.stats.broker_epoch, agent._request_deadline_s
+    )
+    return ReplicaManager(
+        config.node_id,
+        config.log_dirs[0],
+        replica_config(config),
+        isr_changer=changer,
+        fetch_client=make_leader_fetch_client(config, agent),
+    )
+
+
 def open_cache(config: BrokerConfig, rebuild: bool) -> MetadataCache:
     directory = Path(config.metadata_log_dir)
     if rebuild and MetadataCache.drop(directory):
@@ -98,6 +144,14 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     assert meta.directory_id is not None
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
+    try:
+        agent.replicas = build_replica_manager(config, agent)
+    except (OSError, StorageError) as err:
+        print(f"broker-agent: cannot open the partition logs: {err}", file=sys.stderr)
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
+    await agent.replicas.start()
     metrics = AgentMetrics(agent)
     metrics.build_info(
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
@@ -121,7 +175,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             return EXIT_STARTUP
         scheme = "https" if config.metrics_tls else "http"
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
-    kafka = KafkaServer(config, agent, replicas=None)
+    kafka = KafkaServer(config, agent, replicas=agent.replicas)
     try:
         kafka_at = await kafka.start()
     except ListenerError as err:
@@ -149,6 +203,10 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         return EXIT_REFUSED
     finally:
         await kafka.stop()
+        await agent.replicas.close()
+        fetch_client = agent.replicas.fetcher.client if agent.replicas.fetcher else None
+        if isinstance(fetch_client, KafkaLeaderFetchClient):
+            await fetch_client.close()
         await agent.client.close()
         metrics.stop()
         trace.close()

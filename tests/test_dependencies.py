@@ -27,7 +27,7 @@ PROVIDER = {
     "click": "click",
     "cryptography": "cryptography",
     "pyarrow": "pyarrow",  # quorumctl log export writes Parquet
-    "kio": "kio",  # the brokers' Kafka wire protocol
+    "kio": "kio",  # Kafka protocol types and error codes (the data plane)
 }
 # First-party packages the product may import besides the shipped ones:
 # `quorumctl log export` writes in the schema the analytics package defines.

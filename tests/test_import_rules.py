@@ -56,6 +56,16 @@ RULES = {
         ("quorum.server", "quorum.controller", "grpc"),
         allowed=("quorum.controller.metadata_image",),
     ),
+    "replication rules import nothing of the project": Rule(
+        ("broker_agent/replication/",),
+        ("quorum", "snapshots", "broker_agent", "analytics", "grpc"),
+        allowed=("broker_agent.replication",),
+    ),
+    "partitions use the log and the image's read side, never server or controller writes": Rule(
+        ("broker_agent/partitions/",),
+        ("quorum.server", "quorum.controller", "quorum.raft.node", "broker_agent.kafka", "grpc"),
+        allowed=("quorum.controller.metadata_image",),
+    ),
     "analytics reads exports, never live internals": Rule(
         ("analytics/",), ("quorum.server", "quorum.controller.controller", "broker_agent")
     ),
@@ -122,6 +132,16 @@ def test_no_forbidden_arrow(name: str) -> None:
             "controller never imports server or grpc",
             "quorum/controller/x.py",
             "def f():\n    from quorum.server.driver import RaftDriver\n",
+        ),
+        (
+            "replication rules import nothing of the project",
+            "broker_agent/replication/x.py",
+            "from quorum.log.epoch_cache import LeaderEpochCache\n",
+        ),
+        (
+            "partitions use the log and the image's read side, never server or controller writes",
+            "broker_agent/partitions/x.py",
+            "from quorum.controller.controller import Controller\n",
         ),
         (
             "clients, CLI, broker agent and shared plumbing never import server",

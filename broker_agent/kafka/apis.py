@@ -21,8 +21,9 @@ from broker_agent.kafka import codec
 from broker_agent.kafka.listener import Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
-from broker_agent.kafka.replicas import FetchPartition, Replicas
 from broker_agent.kafka.versions import ApiKey
+from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.controller.metadata_image import MetadataImage
 
 log = logging.getLogger("broker_agent.kafka")
@@ -38,7 +39,7 @@ class KafkaApis:
         node_id: int,
         cluster_id: str,
         image: Callable[[], MetadataImage],
-        replicas: Replicas | None,
+        replicas: ReplicaManager | None,
         producer_ids: ProducerIdSource | None,
     ) -> None:
         self.node_id = node_id

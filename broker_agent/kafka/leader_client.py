@@ -25,13 +25,14 @@ from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 
 from broker_agent.kafka import codec
-from broker_agent.kafka.replicas import (
+from broker_agent.kafka.versions import ApiKey
+from broker_agent.partitions.api import (
+    DivergingEpoch,
     EpochEndOffsetResult,
     EpochQuery,
     FetchPartition,
     FetchPartitionResult,
 )
-from broker_agent.kafka.versions import ApiKey
 from quorum.controller.metadata_image import MetadataImage
 
 FETCH_VERSION = 12  # topic names, replica_id in the body, diverging epochs, flexible
@@ -110,7 +111,9 @@ class KafkaLeaderFetchClient:
             for r in topic.partitions:
                 diverging = None
                 if r.diverging_epoch.epoch >= 0 and r.diverging_epoch.end_offset >= 0:
-                    diverging = (int(r.diverging_epoch.epoch), int(r.diverging_epoch.end_offset))
+                    diverging = DivergingEpoch(
+                        int(r.diverging_epoch.epoch), int(r.diverging_epoch.end_offset)
+                    )
                 out.append(
                     FetchPartitionResult(
                         topic=topic.topic,

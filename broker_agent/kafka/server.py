@@ -16,7 +16,7 @@ from broker_agent.config import BrokerConfig, KafkaTls
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.listener import KafkaListener
 from broker_agent.kafka.producer_ids import ProducerIdSource
-from broker_agent.kafka.replicas import Replicas
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.common.channels import ListenerError
 from quorum.common.tls import SSL, ClientAuth
 from quorum.gen import admin_pb2 as api
@@ -25,7 +25,9 @@ log = logging.getLogger("broker_agent.kafka")
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig, agent: BrokerAgent, replicas: Replicas | None) -> None:
+    def __init__(
+        self, config: BrokerConfig, agent: BrokerAgent, replicas: ReplicaManager | None
+    ) -> None:
         self.config = config
 
         async def allocate() -> tuple[int, int]:

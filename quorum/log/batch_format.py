@@ -12,6 +12,11 @@
     34      4     header_crc       CRC32C of bytes [0, 34)
     38      ...   payload          record_count uint32 lengths, then the records
 
+A batch of magic 2 (`OpaqueBatch`) holds one opaque payload instead of the
+length table and records, and its `record_count` is the number of offsets the
+payload spans: the data plane stores each Kafka record batch this way, as the
+producer sent it, so a Fetch serves the stored bytes without re-encoding.
+
 `crc` protects the whole batch. `header_crc` exists so recovery can tell a torn
 write (a valid header whose payload runs past the end of the file) from a
 damaged length field, which would otherwise look exactly like a torn write and
@@ -30,6 +35,7 @@ import google_crc32c
 from quorum.raft.records import Batch
 
 MAGIC = 1
+MAGIC_OPAQUE = 2
 HEADER_SIZE = 38
 _PREFIX = struct.Struct(">qIiBBIq")  # the 30 bytes covered by both checksums
 _CRC = struct.Struct(">I")
@@ -61,6 +67,26 @@ class BatchHeader:
         return self.base_offset + self.record_count
 
 
+@dataclass(frozen=True, slots=True)
+class OpaqueBatch(Batch):
+    """A batch whose single payload (`records[0]`) spans `offset_count` offsets,
+    stored with magic 2: its inner format is the caller's (Kafka record batches)."""
+
+    offset_count: int = 1
+
+    @property
+    def payload(self) -> bytes:
+        return self.records[0]
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.offset_count - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.offset_count
+
+
 class HeaderChecksumError(ValueError):
     """The header's own checksum does not match: its fields cannot be trusted."""
 
@@ -76,8 +102,14 @@ def encode_batch_parts(batch: Batch) -> tuple[bytes, bytes, bytes]:
     count = len(records)
     if count == 0:
         raise ValueError(f"batch at offset {batch.base_offset} has no records")
-    lengths = struct.pack(f">{count}I", *map(len, records))
-    body = b"".join(records)
+    magic = MAGIC
+    if isinstance(batch, OpaqueBatch):
+        if count != 1 or batch.offset_count < 1:
+            raise ValueError(f"opaque batch at offset {batch.base_offset} is malformed")
+        magic, count, lengths, body = MAGIC_OPAQUE, batch.offset_count, b"", records[0]
+    else:
+        lengths = struct.pack(f">{count}I", *map(len, records))
+        body = b"".join(records)
     payload_length = len(lengths) + len(body)
     if payload_length > MAX_PAYLOAD_BYTES:
         raise ValueError(f"batch at offset {batch.base_offset} is {payload_length} bytes")
@@ -85,7 +117,7 @@ def encode_batch_parts(batch: Batch) -> tuple[bytes, bytes, bytes]:
         batch.base_offset,
         payload_length,
         batch.epoch,
-        MAGIC,
+        magic,
         _CONTROL if batch.control else 0,
         count,
         batch.append_time_ms,
@@ -112,11 +144,11 @@ def parse_header(data: bytes, position: int) -> BatchHeader:
 
 def header_problem(header: BatchHeader) -> str | None:
     """A reason the (checksum-valid) header cannot be ours, or None."""
-    if header.magic != MAGIC:
+    if header.magic not in (MAGIC, MAGIC_OPAQUE):
         return f"unknown batch format {header.magic}"
     if header.record_count < 1:
         return "batch with no records"
-    if header.payload_length < 4 * header.record_count:
+    if header.magic == MAGIC and header.payload_length < 4 * header.record_count:
         return f"payload of {header.payload_length} bytes cannot hold {header.record_count} records"
     return None
 
@@ -145,6 +177,16 @@ def decode_records(data: bytes, position: int, header: BatchHeader) -> tuple[byt
 
 
 def decode_batch(data: bytes, position: int, header: BatchHeader) -> Batch:
+    if header.magic == MAGIC_OPAQUE:
+        start = position + HEADER_SIZE
+        return OpaqueBatch(
+            base_offset=header.base_offset,
+            epoch=header.epoch,
+            records=(data[start : start + header.payload_length],),
+            append_time_ms=header.append_time_ms,
+            control=header.control,
+            offset_count=header.record_count,
+        )
     return Batch(
         base_offset=header.base_offset,
         epoch=header.epoch,

@@ -34,6 +34,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -51,6 +52,14 @@ log = logging.getLogger(__name__)
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 MAX_SEGMENT_BYTES = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    last_append_time_ms: int
 
 
 def wall_clock_ms() -> int:
@@ -251,6 +260,15 @@ class FileLogStore:
     @property
     def segment_paths(self) -> list[Path]:
         return [segment.path for segment in self._segments]
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        """Every segment, oldest first: what a retention policy of the caller's
+        (Kafka's `retention.ms`/`retention.bytes`) decides from."""
+        return [
+            SegmentInfo(s.base_offset, s.next_offset, s.size, s.last_append_time_ms)
+            for s in self._segments
+        ]
 
     def enforce_retention(self, now_ms: int | None = None) -> list[Path]:
         """Delete the oldest segments wholly below the log start that are past

@@ -339,7 +339,7 @@ def test_init_producer_id_hands_out_distinct_ids_from_the_controllers_blocks(
 
 def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cluster) -> None:
     from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
-    from broker_agent.kafka.replicas import EpochQuery, FetchPartition
+    from broker_agent.partitions.api import EpochQuery, FetchPartition
     from quorum.controller.metadata_image import MetadataImage
     from quorum.gen import metadata_pb2 as md
 

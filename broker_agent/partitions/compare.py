@@ -1,0 +1,85 @@
+"""Are replicas' logs byte-identical below the high watermark?
+
+Reads partition directories read-only (no lock: it works beside running
+brokers, ignoring a tail still being written) and compares the stored Kafka
+batches, offset by offset, below `upper_offset`. Usable from tests and by
+operators: `python -m broker_agent.partitions.compare DIR DIR... --below HW`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from quorum.log.batch_format import (
+    HEADER_SIZE,
+    HeaderChecksumError,
+    OpaqueBatch,
+    decode_batch,
+    parse_header,
+    payload_crc_ok,
+)
+from quorum.log.segment import parse_log_file_name
+
+
+def stored_batches(directory: Path) -> Iterator[tuple[int, int, bytes]]:
+    """(base offset, next offset, Kafka batch bytes) of every whole, valid batch."""
+    bases = sorted(
+        b for b in (parse_log_file_name(p.name) for p in directory.glob("*.log")) if b is not None
+    )
+    for base in bases:
+        data = (directory / f"{base:020d}.log").read_bytes()
+        position = 0
+        while position + HEADER_SIZE <= len(data):
+            try:
+                header = parse_header(data, position)
+            except HeaderChecksumError:
+                break
+            if position + header.size > len(data) or not payload_crc_ok(data, position, header):
+                break
+            batch = decode_batch(data, position, header)
+            if isinstance(batch, OpaqueBatch):
+                yield batch.base_offset, batch.next_offset, batch.payload
+            position += header.size
+
+
+def compare_replicas(directories: Sequence[Path], upper_offset: int) -> list[str]:
+    """Differences below `upper_offset` between the first replica and each other
+    (empty when they are byte-identical there)."""
+
+    def below(directory: Path) -> dict[int, tuple[int, bytes]]:
+        return {
+            base: (end, data)
+            for base, end, data in stored_batches(directory)
+            if base < upper_offset
+        }
+
+    problems: list[str] = []
+    reference = below(directories[0])
+    for other in directories[1:]:
+        theirs = below(other)
+        for base in sorted(set(reference) | set(theirs)):
+            mine, their = reference.get(base), theirs.get(base)
+            if mine != their:
+                what = "missing" if mine is None or their is None else "different bytes"
+                problems.append(f"{directories[0]} vs {other}: batch at offset {base}: {what}")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directories", nargs="+", type=Path, help="replica directories (topic-N)")
+    parser.add_argument("--below", type=int, required=True, help="the high watermark")
+    args = parser.parse_args(argv)
+    problems = compare_replicas(args.directories, args.below)
+    for line in problems:
+        print(line)
+    if not problems:
+        print(f"{len(args.directories)} replicas byte-identical below offset {args.below}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

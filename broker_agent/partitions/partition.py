@@ -1,0 +1,53 @@
+"""One replica hosted by this broker: its log and its role, leader or follower."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import Enum
+
+from broker_agent.partitions.assignments import PartitionAssignment
+from broker_agent.partitions.partition_log import PartitionLog
+from broker_agent.partitions.producer_state import ProducerStateTable
+from broker_agent.replication import leader as rules
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"  # assigned here, but no leader to follow
+
+
+@dataclass
+class Partition:
+    assignment: PartitionAssignment
+    log: PartitionLog
+    producers: ProducerStateTable
+    role: Role = Role.OFFLINE
+    high_watermark: int = 0
+    leader_state: rules.LeaderState | None = None
+    needs_truncation: bool = False  # a follower checks its epochs before fetching
+    isr_change_in_flight: bool = False
+    fetch_answers: int = 0  # as a follower: answers handled from the leader
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def topic(self) -> str:
+        return self.assignment.topic
+
+    @property
+    def partition(self) -> int:
+        return self.assignment.partition
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.assignment.leader_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self.assignment.isr
+
+    def notify(self) -> None:
+        """Wake everyone waiting on this partition (long-polled fetches, acks=all)."""
+        self.changed.set()
+        self.changed = asyncio.Event()

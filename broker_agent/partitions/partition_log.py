@@ -1,0 +1,252 @@
+"""One partition replica's log on disk, in Kafka's `topic-partition` directory.
+
+It is `quorum.log`'s segmented log (CRC'd batches, sparse index, leader-epoch
+cache, torn-tail recovery) holding each Kafka record batch as one opaque batch
+(magic 2) whose payload is the batch exactly as stored by the leader, so a
+Fetch answer is the stored bytes. The log start offset (Kafka's
+`logStartOffset`, moved by retention) is kept in the log's start checkpoint.
+
+As in Kafka, durability comes from replication: appends are not synced unless
+`log.flush.interval.messages` or `log.flush.interval.ms` ask for it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker_agent.partitions.record_batch import (
+    RecordBatchHeader,
+    parse_header,
+    split_batches,
+    stamp,
+)
+from broker_agent.replication.epochs import EpochEndOffset, EpochEntry, end_offset_for_epoch
+from quorum.log.batch_format import OpaqueBatch
+from quorum.log.file_log import FileLogStore
+from quorum.log.fsutil import write_atomically
+from quorum.raft.records import SnapshotId
+
+KAFKA_DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+HW_CHECKPOINT = "high-watermark.checkpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """A topic's log settings: the broker's defaults overridden by topic configs."""
+
+    segment_bytes: int = KAFKA_DEFAULT_SEGMENT_BYTES
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1024 * 1024 + 12
+    min_insync_replicas: int = 1
+    flush_interval_messages: int = 2**63 - 1
+    flush_interval_ms: int = 2**63 - 1
+
+
+def directory_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.store = FileLogStore(directory, segment_bytes=min(config.segment_bytes, 2**31 - 1))
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+        self._checkpointed_hw = -1
+
+    # ----------------------------------------------------------------- reads
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.store.end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        snapshot = self.store.snapshot_id
+        return max(self.store.start_offset, snapshot.end_offset if snapshot else 0)
+
+    @property
+    def epoch_entries(self) -> list[EpochEntry]:
+        return [EpochEntry(e.epoch, e.start_offset) for e in self.store.epoch_entries]
+
+    @property
+    def latest_epoch(self) -> int:
+        entries = self.store.epoch_entries
+        return entries[-1].epoch if entries else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> EpochEndOffset:
+        return end_offset_for_epoch(self.epoch_entries, epoch, self.log_end_offset)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size_bytes for s in self.store.segments)
+
+    def read(self, offset: int, max_bytes: int, max_offset: int) -> bytes:
+        """Stored batches from the one holding `offset`, ending at or below
+        `max_offset` (the HW for consumers, the LEO for followers): at least one
+        batch if any qualifies, then as many as fit in `max_bytes`."""
+        out: list[bytes] = []
+        size = 0
+        while offset < max_offset:
+            batches = self.store.read(offset, max(max_bytes - size, 1))
+            if not batches:
+                break
+            for batch in batches:
+                if batch.next_offset > max_offset:
+                    return b"".join(out)
+                assert isinstance(batch, OpaqueBatch)
+                if out and size + len(batch.payload) > max_bytes:
+                    return b"".join(out)
+                out.append(batch.payload)
+                size += len(batch.payload)
+                offset = batch.next_offset
+            if size >= max_bytes:
+                break
+        return b"".join(out)
+
+    def batch_headers(self, from_offset: int = 0) -> Iterator[RecordBatchHeader]:
+        """Every stored batch's Kafka header from `from_offset` (producer state rebuild)."""
+        offset = max(from_offset, self.log_start_offset)
+        while offset < self.log_end_offset:
+            batches = self.store.read(offset, 1 << 20)
+            if not batches:
+                return
+            for batch in batches:
+                assert isinstance(batch, OpaqueBatch)
+                yield parse_header(batch.payload)
+                offset = batch.next_offset
+
+    # ---------------------------------------------------------------- writes
+
+    def append_as_leader(
+        self, batches: list[tuple[RecordBatchHeader, bytes]], leader_epoch: int, now_ms: int
+    ) -> int:
+        """Stamp offsets and the leader epoch and append; the first offset given."""
+        base = offset = self.log_end_offset
+        stored: list[OpaqueBatch] = []
+        for header, data in batches:
+            stored.append(
+                self._opaque(offset, leader_epoch, stamp(data, offset, leader_epoch), header)
+            )
+            offset += header.offset_count
+        self.store.append(stored)
+        self._after_append(sum(h.records_count for h, _ in batches), now_ms)
+        return base
+
+    def append_as_follower(self, data: bytes, now_ms: int) -> int:
+        """Append a leader's Fetch answer as it came (offsets and epochs already set);
+        the number of batches appended. Raises InvalidRecordBatch or ValueError
+        (batches not following on from the log end) before appending anything."""
+        batches = split_batches(data)
+        stored = [
+            self._opaque(h.base_offset, h.partition_leader_epoch, raw, h) for h, raw in batches
+        ]
+        self.store.append(stored)
+        self._after_append(sum(h.records_count for h, _ in batches), now_ms)
+        return len(stored)
+
+    @staticmethod
+    def _opaque(offset: int, epoch: int, data: bytes, header: RecordBatchHeader) -> OpaqueBatch:
+        # The wrapper's time comes from the batch, so replicas' files match byte for byte.
+        return OpaqueBatch(
+            offset, epoch, (data,), header.max_timestamp, offset_count=header.offset_count
+        )
+
+    def _after_append(self, messages: int, now_ms: int) -> None:
+        self._unflushed_messages += messages
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush(now_ms)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """`log.flush.interval.ms` (off by default: Kafka leaves it to the OS)."""
+        if (
+            self._unflushed_messages
+            and now_ms - self._last_flush_ms >= self.config.flush_interval_ms
+        ):
+            self.flush(now_ms)
+
+    def flush(self, now_ms: int) -> None:
+        self.store.flush(self.store.end_offset)
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log to end at `offset` (a batch it falls inside goes whole);
+        below the log start, start over empty at `offset`."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.reset_to(offset)
+            return
+        self.store.truncate(offset)
+
+    def reset_to(self, offset: int) -> None:
+        """An empty log starting at `offset` (a follower behind the leader's log start)."""
+        self.store.reset_to_snapshot(SnapshotId(offset, max(self.latest_epoch, 0)))
+
+    def advance_log_start(self, offset: int) -> None:
+        """Retention (or the leader's log start, on a follower) moved the log start."""
+        if offset <= self.log_start_offset:
+            return
+        if offset >= self.log_end_offset:
+            self.reset_to(offset)
+            return
+        epoch = self.end_offset_for_epoch_at(offset - 1)
+        self.store.advance_start(SnapshotId(offset, epoch))
+
+    def end_offset_for_epoch_at(self, offset: int) -> int:
+        """The leader epoch of the batch holding `offset`."""
+        epoch = 0
+        for entry in self.epoch_entries:
+            if entry.start_offset > offset:
+                break
+            epoch = entry.epoch
+        return epoch
+
+    def apply_retention(self, now_ms: int, high_watermark: int) -> int:
+        """Kafka's `retention.ms` and `retention.bytes`: drop whole segments wholly
+        below the HW (never the active one), oldest first; the new log start."""
+        segments = self.store.segments
+        total = sum(s.size_bytes for s in segments)
+        new_start = self.log_start_offset
+        for segment in segments[:-1]:
+            if segment.next_offset > high_watermark:
+                break
+            over_bytes = 0 <= self.config.retention_bytes < total
+            too_old = (
+                self.config.retention_ms >= 0
+                and now_ms - segment.last_append_time_ms > self.config.retention_ms
+            )
+            if not (over_bytes or too_old):
+                break
+            total -= segment.size_bytes
+            new_start = segment.next_offset
+        if new_start > self.log_start_offset:
+            self.advance_log_start(new_start)
+        return self.log_start_offset
+
+    def load_high_watermark(self) -> int:
+        """The HW last checkpointed (Kafka's replication-offset-checkpoint), capped
+        by what the log holds; the log start when there is none."""
+        try:
+            stored = int((self.directory / HW_CHECKPOINT).read_text().strip())
+        except (OSError, ValueError):
+            stored = 0
+        return max(self.log_start_offset, min(stored, self.log_end_offset))
+
+    def checkpoint_high_watermark(self, high_watermark: int) -> None:
+        if high_watermark != self._checkpointed_hw:
+            write_atomically(self.directory / HW_CHECKPOINT, b"%d\n" % high_watermark)
+            self._checkpointed_hw = high_watermark
+
+    def close(self) -> None:
+        self.store.close()
+
+    def delete(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,600 @@
+"""The replica manager: this broker's partition replicas, as committed metadata says.
+
+Interface (called by the Kafka protocol handlers in `broker_agent.kafka`, and by
+the broker agent when it applies metadata):
+
+    ReplicaManager(broker_id, log_dir, config, *, isr_changer=None,
+                   fetch_client=None, clock=wall_clock_ms,
+                   truncation_mode=TruncationMode.LEADER_EPOCH)
+    await start() / await close()
+    on_metadata(image: MetadataImage) -> None
+    apply_metadata(view: MetadataView) -> None          # the same, from plain values
+    await append(topic, partition, records: bytes, acks: int, timeout_ms: int)
+        -> AppendResult(error, base_offset, log_append_time_ms, log_start_offset,
+                        error_message)
+    await fetch(replica_id, max_wait_ms, min_bytes, max_bytes,
+                partitions: Sequence[FetchPartition], isolation_level)
+        -> list[FetchPartitionResult]
+    list_offsets(topic, partition, timestamp, current_leader_epoch)
+        -> ListOffsetsResult(error, offset, timestamp, leader_epoch)
+    offsets_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
+        -> EpochEndOffsetResult(error, leader_epoch, end_offset)
+    tick() -> None              # ISR shrink by lag, retention, timed flush (also a task)
+    high_watermark(topic, partition) / log_end_offset(...) / partition_state(...)
+
+Roles follow the metadata: the replica named leader becomes leader at that
+leader epoch, the others follow it, a partition that leaves this broker is
+deleted with its files. Requests carrying an older leader epoch than the
+replica's get FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; a replica
+that does not lead answers NOT_LEADER_OR_FOLLOWER. HW, ISR and truncation
+decisions are `broker_agent.replication`'s; this class does the I/O and waits.
+Followers fetch through the `LeaderFetchClient` seam (none: they do not fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from broker_agent.partitions.api import (
+    CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    AppendResult,
+    DivergingEpoch,
+    EpochEndOffsetResult,
+    FetchPartition,
+    FetchPartitionResult,
+    IsrChanger,
+    IsrChangeRequest,
+    LeaderFetchClient,
+    ListOffsetsResult,
+)
+from broker_agent.partitions.assignments import MetadataView, PartitionAssignment, view_for_broker
+from broker_agent.partitions.fetcher import FollowerFetcher
+from broker_agent.partitions.partition import Partition, Role
+from broker_agent.partitions.partition_log import LogConfig, PartitionLog, directory_name
+from broker_agent.partitions.producer_state import ProducerStateTable, SequenceCheck
+from broker_agent.partitions.record_batch import InvalidRecordBatch, split_batches
+from broker_agent.replication import leader as rules
+from broker_agent.replication.acks import AcksOutcome, check_before_append, check_replicated
+from broker_agent.replication.follower import TruncationMode, diverging_epoch
+from quorum.controller.metadata_image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+SEQUENCE_ERRORS = {
+    SequenceCheck.OUT_OF_ORDER: ErrorCode.out_of_order_sequence_number,
+    SequenceCheck.INVALID_EPOCH: ErrorCode.invalid_producer_epoch,
+}
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """Broker-level settings (Kafka's names); topic configs override the log ones."""
+
+    replica_lag_time_max_ms: int = 30_000
+    message_max_bytes: int = 1024 * 1024 + 12
+    log: LogConfig = field(default_factory=LogConfig)
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1_000
+    tick_interval_ms: int | None = 1_000  # None: the caller ticks (tests)
+
+
+def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str, str]) -> LogConfig:
+    """A topic's log settings: its configs over the broker's defaults."""
+
+    def num(key: str, default: int) -> int:
+        try:
+            return int(topic[key]) if key in topic else default
+        except ValueError:
+            return default
+
+    return LogConfig(
+        segment_bytes=num("segment.bytes", defaults.segment_bytes),
+        retention_ms=num("retention.ms", defaults.retention_ms),
+        retention_bytes=num("retention.bytes", defaults.retention_bytes),
+        max_message_bytes=num("max.message.bytes", message_max_bytes),
+        min_insync_replicas=num("min.insync.replicas", defaults.min_insync_replicas),
+        flush_interval_messages=num("flush.messages", defaults.flush_interval_messages),
+        flush_interval_ms=num("flush.ms", defaults.flush_interval_ms),
+    )
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        log_dir: str | Path,
+        config: ReplicaConfig | None = None,
+        *,
+        isr_changer: IsrChanger | None = None,
+        fetch_client: LeaderFetchClient | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        truncation_mode: TruncationMode = TruncationMode.LEADER_EPOCH,
+    ) -> None:
+        self.broker_id = broker_id
+        self.log_dir = Path(log_dir)
+        self.config = config or ReplicaConfig()
+        self.isr_changer = isr_changer
+        self.clock = clock
+        self.truncation_mode = truncation_mode
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetcher = FollowerFetcher(self, fetch_client) if fetch_client is not None else None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._closed = False
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        if self.config.tick_interval_ms is not None and self._ticker is None:
+            self._ticker = asyncio.create_task(self._tick_loop())
+
+    async def close(self) -> None:
+        self._closed = True
+        if self.fetcher is not None:
+            await self.fetcher.stop()
+        tasks = [*self._tasks, *([self._ticker] if self._ticker else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for p in self.partitions.values():
+            p.notify()
+            p.log.checkpoint_high_watermark(p.high_watermark)
+            p.log.close()
+        self.partitions.clear()
+
+    async def _tick_loop(self) -> None:
+        assert self.config.tick_interval_ms is not None
+        while not self._closed:
+            await asyncio.sleep(self.config.tick_interval_ms / 1000)
+            try:
+                self.tick()
+            except Exception:  # a bad partition must not stop the others' ISR checks
+                log.exception("broker %d: replica manager tick failed", self.broker_id)
+
+    # ------------------------------------------------------------- metadata
+
+    def on_metadata(self, image: MetadataImage) -> None:
+        """Committed metadata was applied: become leader, follower, create or delete."""
+        self.apply_metadata(view_for_broker(image, self.broker_id))
+
+    def apply_metadata(self, view: MetadataView) -> None:
+        now = self.clock()
+        wanted = {(a.topic, a.partition): a for a in view.partitions}
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._delete(key)
+        for key, assignment in wanted.items():
+            topic_config = dict(view.topic_configs.get(assignment.topic, {}))
+            config = log_config_for(self.config.log, self.config.message_max_bytes, topic_config)
+            part = self.partitions.get(key)
+            if part is None:
+                part = self._create(assignment, config, now)
+            elif assignment.leader_epoch < part.leader_epoch or (
+                assignment.leader_epoch == part.leader_epoch
+                and assignment.partition_epoch < part.assignment.partition_epoch
+            ):
+                continue  # older than what this replica already follows
+            part.log.config = config
+            self._apply_assignment(part, assignment, now)
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    def _create(self, assignment: PartitionAssignment, config: LogConfig, now: int) -> Partition:
+        directory = self.log_dir / directory_name(assignment.topic, assignment.partition)
+        plog = PartitionLog(directory, config, now)
+        producers = ProducerStateTable()
+        producers.rebuild(plog.batch_headers())
+        part = Partition(assignment=assignment, log=plog, producers=producers)
+        # Checkpointed on ticks and on close (Kafka: every 5 s), so it may be behind.
+        part.high_watermark = plog.load_high_watermark()
+        part.needs_truncation = True
+        self.partitions[(assignment.topic, assignment.partition)] = part
+        return part
+
+    def _delete(self, key: tuple[str, int]) -> None:
+        part = self.partitions.pop(key)
+        part.role = Role.OFFLINE
+        part.notify()
+        part.log.delete()
+        log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
+
+    def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
+        previous = part.assignment
+        part.assignment = assignment
+        if assignment.leader == self.broker_id:
+            state = part.leader_state
+            if (
+                part.role is Role.LEADER
+                and state is not None
+                and state.leader_epoch == assignment.leader_epoch
+            ):
+                part.leader_state = rules.update_metadata(
+                    state, assignment.partition_epoch, assignment.replicas, assignment.isr, now
+                )
+                part.isr_change_in_flight = False
+                self._maybe_increment_hw(part)
+            else:
+                part.role = Role.LEADER
+                part.needs_truncation = False
+                part.leader_state = rules.become_leader(
+                    self.broker_id, assignment.leader_epoch, assignment.partition_epoch,
+                    assignment.replicas, assignment.isr,
+                    part.log.log_end_offset, part.high_watermark, now,
+                )  # fmt: skip
+                self._maybe_increment_hw(part)
+                log.info(
+                    "broker %d: leader of %s-%d in epoch %d",
+                    self.broker_id, part.topic, part.partition, assignment.leader_epoch,
+                )  # fmt: skip
+            part.notify()
+            return
+        became_follower = (
+            part.role is not Role.FOLLOWER
+            or previous.leader != assignment.leader
+            or previous.leader_epoch != assignment.leader_epoch
+        )
+        part.leader_state = None
+        part.role = Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
+        if became_follower:
+            part.needs_truncation = True
+            part.notify()  # acks=all waiters learn they lost the lead
+
+    # --------------------------------------------------------------- lookups
+
+    def _lookup(
+        self, topic: str, partition: int, current_leader_epoch: int, *, leader_only: bool = True
+    ) -> tuple[Partition | None, ErrorCode]:
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return None, ErrorCode.unknown_topic_or_partition
+        if current_leader_epoch != NO_LEADER_EPOCH:
+            if current_leader_epoch < part.leader_epoch:
+                return None, ErrorCode.fenced_leader_epoch
+            if current_leader_epoch > part.leader_epoch:
+                return None, ErrorCode.unknown_leader_epoch
+        if leader_only and part.role is not Role.LEADER:
+            return None, ErrorCode.not_leader_or_follower
+        return part, ErrorCode.none
+
+    def partition_state(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        return self.partitions[(topic, partition)].high_watermark
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        return self.partitions[(topic, partition)].log.log_end_offset
+
+    # ---------------------------------------------------------------- append
+
+    async def append(
+        self, topic: str, partition: int, records: bytes, acks: int, timeout_ms: int
+    ) -> AppendResult:
+        """Produce to one partition (Kafka's `appendRecords` for one partition)."""
+        if acks not in (-1, 0, 1):
+            return AppendResult(ErrorCode.invalid_required_acks)
+        part, error = self._lookup(topic, partition, NO_LEADER_EPOCH)
+        if part is None:
+            return AppendResult(error)
+        config = part.log.config
+        try:
+            batches = split_batches(records)
+        except InvalidRecordBatch as exc:
+            code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
+            return AppendResult(code, error_message=str(exc))
+        for header, data in batches:
+            if len(data) > config.max_message_bytes:
+                return AppendResult(
+                    ErrorCode.message_too_large,
+                    error_message=f"batch of {len(data)} bytes is over max.message.bytes "
+                    f"{config.max_message_bytes}",
+                )
+            if header.is_transactional or header.is_control:
+                return AppendResult(
+                    ErrorCode.invalid_record, error_message="transactions are not supported"
+                )
+        if (
+            check_before_append(acks, len(part.isr), config.min_insync_replicas)
+            is AcksOutcome.NOT_ENOUGH_REPLICAS
+        ):
+            return AppendResult(
+                ErrorCode.not_enough_replicas,
+                error_message=f"ISR {list(part.isr)} is smaller than min.insync.replicas "
+                f"{config.min_insync_replicas}",
+            )
+        # Idempotent producers: one batch per request in practice (as Kafka requires).
+        for header, _ in batches:
+            verdict, stored = part.producers.check(header)
+            if verdict is SequenceCheck.DUPLICATE and stored is not None:
+                return await self._complete(
+                    part, stored.first_offset, stored.last_offset + 1, acks, timeout_ms
+                )
+            if verdict in SEQUENCE_ERRORS:
+                return AppendResult(SEQUENCE_ERRORS[verdict], error_message=verdict.value)
+        now = self.clock()
+        try:
+            base = part.log.append_as_leader(batches, part.leader_epoch, now)
+        except OSError as exc:
+            log.error(
+                "broker %d: append to %s-%d failed: %s", self.broker_id, topic, partition, exc
+            )
+            return AppendResult(ErrorCode.kafka_storage_error, error_message=str(exc))
+        offset = base
+        for header, _ in batches:
+            part.producers.update(header, offset)
+            offset += header.offset_count
+        assert part.leader_state is not None
+        part.leader_state = rules.on_local_append(part.leader_state, part.log.log_end_offset)
+        self._maybe_increment_hw(part)
+        part.notify()
+        return await self._complete(part, base, offset, acks, timeout_ms)
+
+    async def _complete(
+        self, part: Partition, base: int, end: int, acks: int, timeout_ms: int
+    ) -> AppendResult:
+        """Answer per acks: 0 and 1 at once, -1 once the HW passes `end`."""
+        if acks != -1:
+            return AppendResult(ErrorCode.none, base, -1, part.log.log_start_offset)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        epoch = part.leader_epoch
+        while True:
+            if part.role is not Role.LEADER or part.leader_epoch != epoch:
+                return AppendResult(ErrorCode.not_leader_or_follower, base)
+            outcome = check_replicated(
+                end, part.high_watermark, len(part.isr), part.log.config.min_insync_replicas
+            )
+            if outcome is AcksOutcome.OK:
+                return AppendResult(ErrorCode.none, base, -1, part.log.log_start_offset)
+            if outcome is AcksOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+                return AppendResult(ErrorCode.not_enough_replicas_after_append, base)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return AppendResult(ErrorCode.request_timed_out, base)
+            changed = part.changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
+
+    # ----------------------------------------------------------------- fetch
+
+    async def fetch(
+        self,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        partitions: Sequence[FetchPartition],
+        isolation_level: int = 0,
+    ) -> list[FetchPartitionResult]:
+        """Consumers (replica_id -1) read below the HW; followers read to the LEO
+        and move the HW and ISR. Long-polls until `min_bytes` or `max_wait_ms`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait_ms / 1000  # a real wait, whatever the clock
+        first_hws: list[int] | None = None
+        while True:
+            waits = [p.changed for p in self.partitions.values()]
+            results = [self._fetch_one(replica_id, request) for request in partitions]
+            size = sum(len(r.records) for r in results)
+            hws = [r.high_watermark for r in results]
+            # A follower also wants a moved HW at once (it is what acks=all waits for).
+            hw_moved = (
+                first_hws is not None
+                and replica_id != CONSUMER_REPLICA_ID
+                and any(h > f for h, f in zip(hws, first_hws, strict=True))
+            )
+            first_hws = hws if first_hws is None else first_hws
+            done = (
+                size >= min_bytes
+                or hw_moved
+                or any(r.error is not ErrorCode.none or r.diverging_epoch for r in results)
+                or loop.time() >= deadline
+                or self._closed
+            )
+            if done:
+                return self._trim(results, max_bytes)
+            remaining = (deadline - loop.time()) * 1000
+            wakers = [asyncio.ensure_future(e.wait()) for e in waits]
+            try:
+                await asyncio.wait(
+                    wakers, timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                for w in wakers:
+                    w.cancel()
+
+    @staticmethod
+    def _trim(results: list[FetchPartitionResult], max_bytes: int) -> list[FetchPartitionResult]:
+        """The response's `max_bytes`: the first non-empty partition always gets its
+        data (so one large batch still makes progress), the rest while it fits."""
+        total = 0
+        out: list[FetchPartitionResult] = []
+        for result in results:
+            size = len(result.records)
+            if size and total and total + size > max_bytes:
+                result = replace(result, records=b"")
+            total += len(result.records)
+            out.append(result)
+        return out
+
+    def _fetch_one(self, replica_id: int, request: FetchPartition) -> FetchPartitionResult:
+        def fail(code: ErrorCode) -> FetchPartitionResult:
+            return FetchPartitionResult(request.topic, request.partition, code)
+
+        part, error = self._lookup(request.topic, request.partition, request.current_leader_epoch)
+        if part is None:
+            return fail(error)
+        plog = part.log
+        follower = replica_id != CONSUMER_REPLICA_ID
+        state = part.leader_state
+        assert state is not None
+        if follower and replica_id not in part.assignment.replicas:
+            return fail(ErrorCode.not_leader_or_follower)
+        base = FetchPartitionResult(
+            request.topic, request.partition, ErrorCode.none,
+            part.high_watermark, part.high_watermark, plog.log_start_offset,
+        )  # fmt: skip
+        if request.last_fetched_epoch >= 0:
+            diverging = diverging_epoch(
+                plog.epoch_entries, plog.log_end_offset,
+                request.fetch_offset, request.last_fetched_epoch,
+            )  # fmt: skip
+            if diverging is not None:
+                return replace(base, diverging_epoch=DivergingEpoch(*diverging))
+        if not plog.log_start_offset <= request.fetch_offset <= plog.log_end_offset:
+            return replace(base, error=ErrorCode.offset_out_of_range)
+        if follower:
+            self._on_follower_fetch(part, replica_id, request.fetch_offset)
+            upper = plog.log_end_offset
+        else:
+            upper = part.high_watermark
+        records = plog.read(request.fetch_offset, request.partition_max_bytes, upper)
+        return replace(
+            base,
+            high_watermark=part.high_watermark,
+            last_stable_offset=part.high_watermark,
+            records=records,
+        )
+
+    def _on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        state = part.leader_state
+        assert state is not None
+        before = state.follower_leo(replica_id)
+        state = rules.update_follower_fetch_state(state, replica_id, fetch_offset, self.clock())
+        part.leader_state = state
+        if fetch_offset != before:
+            self._maybe_increment_hw(part)
+        state, change = rules.maybe_expand_isr(part.leader_state, replica_id)
+        part.leader_state = state
+        if change is not None:
+            self.isr_expands += 1
+            self._request_isr_change(part, change)
+
+    def _maybe_increment_hw(self, part: Partition) -> None:
+        assert part.leader_state is not None
+        state, new_hw = rules.maybe_increment_leader_hw(part.leader_state)
+        part.leader_state = state
+        if new_hw is not None:
+            part.high_watermark = new_hw
+            part.notify()
+
+    # ------------------------------------------------------------------- ISR
+
+    def _request_isr_change(self, part: Partition, change: rules.IsrChange) -> None:
+        if self.isr_changer is None or part.isr_change_in_flight:
+            assert part.leader_state is not None
+            if self.isr_changer is None:
+                part.leader_state = rules.isr_change_failed(part.leader_state)
+            return
+        request = IsrChangeRequest(
+            part.topic, part.assignment.topic_id, part.partition,
+            change.leader_epoch, change.partition_epoch, change.new_isr,
+        )  # fmt: skip
+        part.isr_change_in_flight = True
+        task = asyncio.get_running_loop().create_task(self._send_isr_change(part, request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_isr_change(self, part: Partition, request: IsrChangeRequest) -> None:
+        assert self.isr_changer is not None
+        try:
+            accepted = await self.isr_changer.alter_partition(self.broker_id, request)
+        except Exception as exc:
+            log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
+            accepted = False
+        if not part.isr_change_in_flight:
+            return  # metadata already settled it
+        part.isr_change_in_flight = False
+        if not accepted and part.leader_state is not None:
+            # Refused (stale partition epoch) or unreachable: forget it; the next
+            # tick or fetch asks again with the partition epoch then current.
+            part.leader_state = rules.isr_change_failed(part.leader_state)
+
+    def tick(self) -> None:
+        """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""
+        now = self.clock()
+        for part in list(self.partitions.values()):
+            if part.role is Role.LEADER and part.leader_state is not None:
+                state, change = rules.maybe_shrink_isr(
+                    part.leader_state, now, self.config.replica_lag_time_max_ms
+                )
+                part.leader_state = state
+                if change is not None:
+                    self.isr_shrinks += 1
+                    log.info(
+                        "broker %d: shrinking ISR of %s-%d from %s to %s",
+                        self.broker_id, part.topic, part.partition,
+                        list(part.isr), list(change.new_isr),
+                    )  # fmt: skip
+                    self._request_isr_change(part, change)
+                part.log.apply_retention(now, part.high_watermark)
+            part.log.maybe_flush(now)
+            part.log.checkpoint_high_watermark(part.high_watermark)
+
+    # ------------------------------------------------------ offsets lookups
+
+    def list_offsets(
+        self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
+    ) -> ListOffsetsResult:
+        """-2 earliest, -1 latest (the HW: what consumers can read), else the first
+        batch whose max timestamp is at or after `timestamp`."""
+        part, error = self._lookup(topic, partition, current_leader_epoch)
+        if part is None:
+            return ListOffsetsResult(error, -1, -1, -1)
+        plog = part.log
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = plog.log_start_offset
+            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
+        if timestamp == LATEST_TIMESTAMP:
+            offset = part.high_watermark
+            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
+        for header in plog.batch_headers():
+            if header.base_offset >= part.high_watermark:
+                break
+            if header.max_timestamp >= timestamp:
+                return ListOffsetsResult(
+                    ErrorCode.none,
+                    header.base_offset,
+                    header.max_timestamp,
+                    header.partition_leader_epoch,
+                )
+        return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
+
+    @staticmethod
+    def _epoch_at(part: Partition, offset: int) -> int:
+        if offset < 0 or not part.log.epoch_entries:
+            return part.leader_epoch
+        return part.log.end_offset_for_epoch_at(offset)
+
+    def offsets_for_leader_epoch(
+        self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+    ) -> EpochEndOffsetResult:
+        """Where `leader_epoch` (or the largest epoch below it) ends on this leader's log."""
+        part, error = self._lookup(topic, partition, current_leader_epoch)
+        if part is None:
+            return EpochEndOffsetResult(error, -1, -1)
+        found = part.log.end_offset_for_epoch(leader_epoch)
+        if leader_epoch == part.leader_epoch and found.epoch < leader_epoch:
+            # This leader's own epoch, before its first append in it.
+            return EpochEndOffsetResult(ErrorCode.none, leader_epoch, part.log.log_end_offset)
+        return EpochEndOffsetResult(ErrorCode.none, found.epoch, found.end_offset)

@@ -1,0 +1,117 @@
+"""The replica manager's edge: every bad request gets Kafka's error and changes
+nothing; long-polled fetches; list offsets; retention moving the log start."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+from partitions_cluster import Cluster, eventually, make_batch, run
+
+from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.partition_log import LogConfig
+
+T = "events"
+
+
+def test_bad_requests_get_kafkas_errors_and_append_nothing(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, max_message_bytes="200")
+        leader, follower = cluster.brokers[0], cluster.brokers[1]
+        good = make_batch(b"ok")
+        assert (await leader.append(T, 0, good, 1, 1_000)).error is ErrorCode.none
+        cases = {
+            ErrorCode.unknown_topic_or_partition: leader.append("nope", 0, good, 1, 1_000),
+            ErrorCode.not_leader_or_follower: follower.append(T, 0, good, 1, 1_000),
+            ErrorCode.message_too_large: leader.append(T, 0, make_batch(b"x" * 300), 1, 1_000),
+            ErrorCode.corrupt_message: leader.append(T, 0, good[:-1] + b"\x00", 1, 1_000),
+            ErrorCode.invalid_required_acks: leader.append(T, 0, good, 2, 1_000),
+        }
+        for code, call in cases.items():
+            result = await call
+            assert result.error is code, (code, result)
+        truncated = await leader.append(T, 0, good[:30], 1, 1_000)
+        assert truncated.error is ErrorCode.corrupt_message
+        assert leader.log_end_offset(T, 0) == 1
+
+    run(scenario, tmp_path, broker_ids=(0, 1, 2))
+
+
+def test_leader_epochs_and_replica_membership_are_checked(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))
+        cluster.controller.change(T, 0, leader=1)
+        cluster.controller.change(T, 0, leader=0)  # leader epoch 2 on broker 0
+        leader = cluster.brokers[0]
+
+        async def fetch(replica_id: int, epoch: int) -> ErrorCode:
+            results = await leader.fetch(
+                replica_id, 0, 1, 1 << 20, [FetchPartition(T, 0, 0, epoch)]
+            )
+            return results[0].error
+
+        assert await fetch(-1, 1) is ErrorCode.fenced_leader_epoch
+        assert await fetch(-1, 3) is ErrorCode.unknown_leader_epoch
+        assert await fetch(-1, 2) is ErrorCode.none
+        assert await fetch(2, 2) is ErrorCode.not_leader_or_follower  # not a replica
+        assert leader.list_offsets(T, 0, -1, 1).error is ErrorCode.fenced_leader_epoch
+        answer = leader.offsets_for_leader_epoch(T, 0, 3, 0)
+        assert answer.error is ErrorCode.unknown_leader_epoch
+
+    run(scenario, tmp_path, broker_ids=(0, 1, 2))
+
+
+def test_a_long_polled_consumer_fetch_is_woken_by_the_hw(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0,))
+        leader = cluster.brokers[0]
+        waiting = asyncio.ensure_future(
+            leader.fetch(-1, 30_000, 1, 1 << 20, [FetchPartition(T, 0, 0)])
+        )
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await leader.append(T, 0, make_batch(b"wake"), 1, 1_000)
+        results = await asyncio.wait_for(waiting, 5)
+        assert b"wake" in results[0].records and results[0].high_watermark == 1
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+
+def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0,))
+        leader = cluster.brokers[0]
+        for i in range(3):
+            batch = make_batch(b"a", b"b", timestamp_ms=1_700_000_000_000 + i * 1000)
+            await leader.append(T, 0, batch, 1, 1_000)
+        assert leader.list_offsets(T, 0, -2, -1)[:2] == (ErrorCode.none, 0)
+        assert leader.list_offsets(T, 0, -1, -1)[:2] == (ErrorCode.none, 6)
+        assert leader.list_offsets(T, 0, 1_700_000_000_500, -1)[:2] == (ErrorCode.none, 2)
+        assert leader.list_offsets(T, 0, 1_800_000_000_000, -1).offset == -1
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+
+def test_retention_moves_the_log_start_on_leader_and_followers(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1), retention_bytes="1000", segment_bytes="9000")
+        leader = cluster.brokers[0]
+        for store in (b.partition_state(T, 0) for b in cluster.brokers.values()):
+            assert store is not None
+            store.log.store.segment_bytes = 400  # below the key's minimum: small segments
+        for i in range(20):
+            await leader.append(T, 0, make_batch(b"v" * 50, b"%d" % i), -1, 5_000)
+        await eventually(lambda: cluster.brokers[1].high_watermark(T, 0) == 40, "replicated")
+        leader.tick()
+        start = leader.partition_state(T, 0).log.log_start_offset  # type: ignore[union-attr]
+        assert start > 0
+        results = await leader.fetch(-1, 0, 1, 1 << 20, [FetchPartition(T, 0, 0)])
+        assert results[0].error is ErrorCode.offset_out_of_range
+        assert results[0].log_start_offset == start
+        await leader.append(T, 0, make_batch(b"more"), -1, 5_000)
+        follower = cluster.brokers[1].partition_state(T, 0)
+        assert follower is not None
+        await eventually(lambda: follower.log.log_start_offset == start, "follower's log start")
+
+    run(scenario, tmp_path, broker_ids=(0, 1), log_config=LogConfig())
