@@ -61,6 +61,7 @@ class KafkaApis:
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)
         self.requests[name] = self.requests.get(name, 0) + 1
+        log.debug("%s v%d from %s", name, request.api_version, request.client_id)
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
         if values is None:
             return None

@@ -1,0 +1,190 @@
+"""Real Kafka clients produce to and consume from real brokers: confluent-kafka
+(librdkafka), aiokafka, kafka-python and kcat, each with acks=1 and acks=all on
+an RF 3 topic (followers replicate over Kafka's Fetch). Every record a client
+was told is written is read back, in order, once, with its key and headers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
+from tests.integration.test_kafka_listener import wait_for_topic_everywhere
+
+pytestmark = pytest.mark.slow
+BROKERS = (101, 102, 103)
+COUNT = 300
+Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with cluster_with_online_brokers(tmp_path_factory.mktemp("clients"), *BROKERS) as c:
+        yield c
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(f"127.0.0.1:{cluster.brokers[b].port}" for b in BROKERS)
+
+
+def new_topic(cluster: Cluster, name: str, partitions: int = 3) -> str:
+    ctl_json(cluster, "topics", "create", name, "--partitions", str(partitions),
+             "--replication-factor", "3")  # fmt: skip
+    wait_for_topic_everywhere(cluster, name)
+    return name
+
+
+def records(tag: str) -> list[Record]:
+    return [
+        (f"key-{i % 7}".encode(), f"{tag}-{i:05d}".encode(), [("n", str(i).encode())])
+        for i in range(COUNT)
+    ]
+
+
+def check(sent: list[Record], got: list[Record]) -> None:
+    """Everything sent came back once; per key (one partition each) in order."""
+    assert sorted(v for _, v, _ in got) == sorted(v for _, v, _ in sent)
+    for key in {k for k, _, _ in sent}:
+        assert [v for k, v, _ in got if k == key] == [v for k, v, _ in sent if k == key]
+    headers = {v: h for _, v, h in got}
+    assert all(headers[v] == h for _, v, h in sent)
+
+
+# ------------------------------------------------------------- confluent-kafka
+
+
+@pytest.mark.parametrize(("acks", "idempotence"), [("1", False), ("all", False), ("all", True)])
+def test_confluent_kafka_produces_and_consumes(
+    cluster: Cluster, acks: str, idempotence: bool
+) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = new_topic(cluster, f"librdkafka-{acks}-{int(idempotence)}")
+    sent = records(topic)
+    delivered: list[str] = []
+    errors: list[str] = []
+
+    def report(err: object, msg: object) -> None:
+        (errors if err else delivered).append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": acks,
+                         "enable.idempotence": idempotence, "linger.ms": 5})  # fmt: skip
+    for key, value, headers in sent:
+        producer.produce(topic, value, key, headers=headers, on_delivery=report)
+    assert producer.flush(30) == 0
+    assert not errors and len(delivered) == COUNT
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    got: list[Record] = []
+    try:
+        for _ in range(200):
+            if len(got) >= COUNT:
+                break
+            for msg in consumer.consume(500, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                got.append((msg.key(), msg.value(), list(msg.headers() or [])))
+    finally:
+        consumer.close()
+    check(sent, got)
+
+
+# --------------------------------------------------------------------- aiokafka
+
+
+@pytest.mark.parametrize("acks", [1, "all"])
+def test_aiokafka_produces_and_consumes(cluster: Cluster, acks: int | str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    topic = new_topic(cluster, f"aiokafka-{acks}")
+    sent = records(topic)
+
+    async def go() -> list[Record]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), acks=acks)
+        await producer.start()
+        try:
+            futures = [
+                await producer.send(topic, value, key=key, headers=headers)
+                for key, value, headers in sent
+            ]
+            for done in await asyncio.gather(*futures):
+                assert done.offset >= 0
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                                    enable_auto_commit=False)  # fmt: skip
+        await consumer.start()
+        got: list[Record] = []
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(3)])
+            await consumer.seek_to_beginning()
+            for _ in range(100):
+                if len(got) >= COUNT:
+                    break
+                batches = await consumer.getmany(timeout_ms=500)
+                for msgs in batches.values():
+                    got.extend((m.key, m.value, list(m.headers)) for m in msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    check(sent, asyncio.run(go()))
+
+
+# ----------------------------------------------------------------- kafka-python
+
+
+@pytest.mark.parametrize("acks", [1, "all"])
+def test_kafka_python_produces_and_consumes(cluster: Cluster, acks: int | str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    topic = new_topic(cluster, f"kafka-python-{acks}")
+    sent = records(topic)
+    # kafka-python 3's defaults, so its idempotent producer with acks=all.
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks=acks)
+    try:
+        futures = [producer.send(topic, value, key=key, headers=h) for key, value, h in sent]
+        producer.flush(30)
+        assert all(f.get(timeout=30).offset >= 0 for f in futures)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                             enable_auto_commit=False)  # fmt: skip
+    got: list[Record] = []
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
+        consumer.seek_to_beginning()
+        for _ in range(100):
+            if len(got) >= COUNT:
+                break
+            for msgs in consumer.poll(timeout_ms=500).values():
+                got.extend((m.key, m.value, list(m.headers)) for m in msgs)
+    finally:
+        consumer.close()
+    check(sent, got)
+
+
+# -------------------------------------------------------------------------- kcat
+
+
+@pytest.mark.parametrize("acks", ["1", "all"])
+def test_kcat_produces_and_consumes(cluster: Cluster, acks: str) -> None:
+    topic = new_topic(cluster, f"kcat-{acks}", partitions=1)
+    lines = [f"line-{i}" for i in range(COUNT)]
+    produced = subprocess.run(
+        ["kcat", "-b", bootstrap(cluster), "-P", "-t", topic, "-X", f"acks={acks}"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", "-b", bootstrap(cluster), "-C", "-t", "kcat-" + acks, "-o", "beginning", "-e",
+         "-f", "%o %s\n"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == [f"{i} {line}" for i, line in enumerate(lines)]
