@@ -371,3 +371,105 @@ def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cl
             await client.close()
 
     asyncio.run(go())
+
+
+# ------------------------------------------------- bad data, leaders and epochs
+
+
+def leader_of(cluster: Cluster, topic: str, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) from a broker's Metadata answer."""
+    with first(cluster) as s:
+        answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
+    (p,) = [p for p in answer.topics[0].partitions if p.partition_index == partition]
+    return int(p.leader_id), int(p.leader_epoch)
+
+
+def broker_socket(cluster: Cluster, broker_id: int) -> KafkaSocket:
+    return KafkaSocket("127.0.0.1", cluster.brokers[broker_id].port)
+
+
+def latest_offset(cluster: Cluster, topic: str, partition: int) -> int:
+    leader, _ = leader_of(cluster, topic, partition)
+    with broker_socket(cluster, leader) as s:
+        answer = s.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}],
+        })  # fmt: skip
+    (p,) = answer.topics[0].partitions
+    assert p.error_code == ErrorCode.none
+    return int(p.offset)
+
+
+def produce_batch(
+    cluster: Cluster, broker_id: int, topic: str, partition: int, batch: bytes
+) -> ErrorCode:
+    values = produce_values(topic, partition, acks=-1)
+    values["topic_data"] = [{"name": topic, "partition_data": [{"index": partition,
+                                                                "records": batch}]}]  # fmt: skip
+    with broker_socket(cluster, broker_id) as s:
+        answer = s.request(ApiKey.PRODUCE, 9, values)
+    return answer.responses[0].partition_responses[0].error_code
+
+
+def test_a_batch_with_a_bad_crc_is_corrupt_message_and_appends_nothing(cluster: Cluster) -> None:
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, _ = leader_of(cluster, "orders", 0)
+    before = latest_offset(cluster, "orders", 0)
+    batch = bytearray(make_batch(b"good", b"bad"))
+    batch[-1] ^= 0xFF  # inside the CRC'd bytes
+    assert produce_batch(cluster, leader, "orders", 0, bytes(batch)) == ErrorCode.corrupt_message
+    assert latest_offset(cluster, "orders", 0) == before
+    assert produce_batch(cluster, leader, "orders", 0, make_batch(b"ok")) == ErrorCode.none
+    assert latest_offset(cluster, "orders", 0) == before + 1
+
+
+def test_a_record_over_max_message_bytes_is_message_too_large(cluster: Cluster) -> None:
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    ctl_json(cluster, "topics", "create", "small", "--partitions", "1",
+             "--replication-factor", "3", "--config", "max.message.bytes=1000")  # fmt: skip
+    wait_for_topic_everywhere(cluster, "small")
+    leader, _ = leader_of(cluster, "small", 0)
+    answer = produce_batch(cluster, leader, "small", 0, make_batch(b"x" * 2000))
+    assert answer == ErrorCode.message_too_large
+    assert latest_offset(cluster, "small", 0) == 0
+
+
+def test_a_non_leader_answers_not_leader_or_follower(cluster: Cluster) -> None:
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, _ = leader_of(cluster, "orders", 1)
+    other = next(b for b in BROKERS if b != leader)
+    answer = produce_batch(cluster, other, "orders", 1, make_batch(b"misdirected"))
+    assert answer == ErrorCode.not_leader_or_follower
+
+
+def test_future_leader_epochs_and_strangers_fetching_as_replicas_are_refused(
+    cluster: Cluster,
+) -> None:
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, epoch = leader_of(cluster, "orders", 2)
+    values = fetch_values("orders", 2)
+    part = values["topics"][0]["partitions"][0]  # type: ignore[index]
+    with broker_socket(cluster, leader) as s:
+        part["current_leader_epoch"] = epoch + 1
+        answer = s.request(ApiKey.FETCH, 12, values)
+        assert answer.responses[0].partitions[0].error_code == ErrorCode.unknown_leader_epoch
+        part["current_leader_epoch"] = epoch
+        stranger = {**values, "replica_id": 999}
+        answer = s.request(ApiKey.FETCH, 12, stranger)
+        assert answer.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+        answer = s.request(ApiKey.FETCH, 12, values)
+        assert answer.responses[0].partitions[0].error_code == ErrorCode.none
+
+
+def test_pipelined_requests_are_answered_in_order(cluster: Cluster) -> None:
+    with first(cluster) as s:
+        for _ in range(20):
+            s.send_request(ApiKey.METADATA, 12, metadata_v12([]))
+        ids = [codec.decode_response(s.read_frame(), ApiKey.METADATA, 12)[0] for _ in range(20)]
+    assert ids == list(range(1, 21))
