@@ -56,13 +56,16 @@ def check(sent: list[Record], got: list[Record]) -> None:
 # ------------------------------------------------------------- confluent-kafka
 
 
-@pytest.mark.parametrize(("acks", "idempotence"), [("1", False), ("all", False), ("all", True)])
+@pytest.mark.parametrize(
+    ("acks", "idempotence", "compression"),
+    [("1", False, "none"), ("all", False, "gzip"), ("all", True, "lz4"), ("all", True, "zstd")],
+)
 def test_confluent_kafka_produces_and_consumes(
-    cluster: Cluster, acks: str, idempotence: bool
+    cluster: Cluster, acks: str, idempotence: bool, compression: str
 ) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    topic = new_topic(cluster, f"librdkafka-{acks}-{int(idempotence)}")
+    topic = new_topic(cluster, f"librdkafka-{acks}-{int(idempotence)}-{compression}")
     sent = records(topic)
     delivered: list[str] = []
     errors: list[str] = []
@@ -71,7 +74,8 @@ def test_confluent_kafka_produces_and_consumes(
         (errors if err else delivered).append(str(err))
 
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": acks,
-                         "enable.idempotence": idempotence, "linger.ms": 5})  # fmt: skip
+                         "enable.idempotence": idempotence, "linger.ms": 5,
+                         "compression.type": compression})  # fmt: skip
     for key, value, headers in sent:
         producer.produce(topic, value, key, headers=headers, on_delivery=report)
     assert producer.flush(30) == 0
@@ -96,8 +100,10 @@ def test_confluent_kafka_produces_and_consumes(
 # --------------------------------------------------------------------- aiokafka
 
 
-@pytest.mark.parametrize("acks", [1, "all"])
-def test_aiokafka_produces_and_consumes(cluster: Cluster, acks: int | str) -> None:
+@pytest.mark.parametrize(("acks", "compression"), [(1, None), ("all", "gzip")])
+def test_aiokafka_produces_and_consumes(
+    cluster: Cluster, acks: int | str, compression: str | None
+) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
 
@@ -105,7 +111,9 @@ def test_aiokafka_produces_and_consumes(cluster: Cluster, acks: int | str) -> No
     sent = records(topic)
 
     async def go() -> list[Record]:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster), acks=acks)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap(cluster), acks=acks, compression_type=compression
+        )
         await producer.start()
         try:
             futures = [
@@ -139,14 +147,18 @@ def test_aiokafka_produces_and_consumes(cluster: Cluster, acks: int | str) -> No
 # ----------------------------------------------------------------- kafka-python
 
 
-@pytest.mark.parametrize("acks", [1, "all"])
-def test_kafka_python_produces_and_consumes(cluster: Cluster, acks: int | str) -> None:
+@pytest.mark.parametrize(("acks", "compression"), [(1, None), ("all", "gzip")])
+def test_kafka_python_produces_and_consumes(
+    cluster: Cluster, acks: int | str, compression: str | None
+) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     topic = new_topic(cluster, f"kafka-python-{acks}")
     sent = records(topic)
     # kafka-python 3's defaults, so its idempotent producer with acks=all.
-    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), acks=acks)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap(cluster), acks=acks, compression_type=compression
+    )
     try:
         futures = [producer.send(topic, value, key=key, headers=h) for key, value, h in sent]
         producer.flush(30)
