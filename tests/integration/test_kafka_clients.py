@@ -6,13 +6,16 @@ was told is written is read back, in order, once, with its key and headers."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
-from tests.integration.test_kafka_listener import wait_for_topic_everywhere
+from tests.integration.test_kafka_listener import leader_of, wait_for_topic_everywhere
 
 pytestmark = pytest.mark.slow
 BROKERS = (101, 102, 103)
@@ -200,3 +203,59 @@ def test_kcat_produces_and_consumes(cluster: Cluster, acks: str) -> None:
     )  # fmt: skip
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.splitlines() == [f"{i} {line}" for i, line in enumerate(lines)]
+
+
+# ------------------------------------------------------ a leader killed mid-run
+
+
+def test_librdkafka_idempotent_acks_all_across_a_leader_kill(tmp_path: Path) -> None:
+    """10,000 records from an idempotent acks=all producer; the leader of partition 0
+    is killed (SIGKILL) halfway and restarted: every acknowledged record is read
+    back exactly once."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
+        topic = new_topic(cluster, "kill-the-leader")
+        leader, _ = leader_of(cluster, topic, 0)
+        total = 10_000
+        acked: list[bytes] = []
+        failed: list[str] = []
+
+        def report(err: object, msg: object) -> None:
+            if err is None:
+                acked.append(msg.value())  # type: ignore[attr-defined]
+            else:
+                failed.append(str(err))
+
+        producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+                             "enable.idempotence": True, "linger.ms": 5,
+                             "message.timeout.ms": 60000})  # fmt: skip
+        for i in range(total):
+            producer.produce(topic, b"v-%05d" % i, b"k-%d" % (i % 12), on_delivery=report)
+            if i == total // 2:
+                producer.flush(30)
+                proc = cluster.brokers[leader]
+                assert proc.popen is not None
+                proc.popen.send_signal(signal.SIGKILL)
+                proc.popen.wait(10)
+            producer.poll(0)
+        assert producer.flush(90) == 0
+        survivor = next(b for b in BROKERS if b != leader)
+        new_leader, new_epoch = leader_of(cluster, topic, 0, via=survivor)
+        assert new_leader not in (leader, -1) and new_epoch > 0
+        cluster.start_brokers(leader)
+        assert not failed, failed[:5]
+        assert len(acked) == total
+        consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+                             "enable.auto.commit": False})  # fmt: skip
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < total and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, timeout=0.5):
+                    assert msg.error() is None, msg.error()
+                    seen.append(msg.value())
+        finally:
+            consumer.close()
+        assert sorted(seen) == sorted(acked)  # each acknowledged record exactly once

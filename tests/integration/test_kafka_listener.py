@@ -376,9 +376,11 @@ def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cl
 # ------------------------------------------------- bad data, leaders and epochs
 
 
-def leader_of(cluster: Cluster, topic: str, partition: int) -> tuple[int, int]:
-    """(leader id, leader epoch) from a broker's Metadata answer."""
-    with first(cluster) as s:
+def leader_of(
+    cluster: Cluster, topic: str, partition: int, via: int = BROKERS[0]
+) -> tuple[int, int]:
+    """(leader id, leader epoch) from broker `via`'s Metadata answer."""
+    with KafkaSocket("127.0.0.1", cluster.brokers[via].port) as s:
         answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
     (p,) = [p for p in answer.topics[0].partitions if p.partition_index == partition]
     return int(p.leader_id), int(p.leader_epoch)
