@@ -533,8 +533,11 @@ class ReplicaManager:
     def tick(self) -> None:
         """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""
         now = self.clock()
+        # Without a fetch client no follower fetches, so lag means nothing: the
+        # ISR is left to the agent's liveness rule rather than emptied.
+        shrink = self.fetcher is not None
         for part in list(self.partitions.values()):
-            if part.role is Role.LEADER and part.leader_state is not None:
+            if shrink and part.role is Role.LEADER and part.leader_state is not None:
                 state, change = rules.maybe_shrink_isr(
                     part.leader_state, now, self.config.replica_lag_time_max_ms
                 )
@@ -547,6 +550,7 @@ class ReplicaManager:
                         list(part.isr), list(change.new_isr),
                     )  # fmt: skip
                     self._request_isr_change(part, change)
+            if part.role is Role.LEADER:
                 part.log.apply_retention(now, part.high_watermark)
             part.log.maybe_flush(now)
             part.log.checkpoint_high_watermark(part.high_watermark)

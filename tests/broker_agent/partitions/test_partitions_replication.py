@@ -239,3 +239,49 @@ def test_restart_recovers_the_log_and_producer_state(tmp_path: Path) -> None:
         assert restarted.log_end_offset(T, 0) == 4
 
     run(scenario, tmp_path, broker_ids=(0,))
+
+
+def test_producer_state_survives_a_leader_change(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))
+        old = cluster.leader(T)
+        batches = [
+            make_batch(b"r%d" % i, producer_id=42, producer_epoch=0, base_sequence=i)
+            for i in range(3)
+        ]
+        for i, batch in enumerate(batches):
+            assert (await old.append(T, 0, batch, -1, 10_000)).base_offset == i
+        await eventually(lambda: all_at(cluster, 3, (0, 1)), "replicated")
+        await cluster.stop_broker(0)
+        cluster.controller.change(T, 0, leader=1, isr=(1,))
+        new = cluster.brokers[1]
+        # The answer to the last batch was lost: the producer resends it to the new leader.
+        retry = await new.append(T, 0, batches[-1], -1, 10_000)
+        assert (retry.error, retry.base_offset) == (ErrorCode.none, 2)
+        assert new.log_end_offset(T, 0) == 3
+        nxt = make_batch(b"r3", producer_id=42, producer_epoch=0, base_sequence=3)
+        assert (await new.append(T, 0, nxt, -1, 10_000)).base_offset == 3
+
+    run(scenario, tmp_path, broker_ids=(0, 1))
+
+
+def test_the_compare_tool_reports_identical_and_diverged_replicas(tmp_path: Path) -> None:
+    from broker_agent.partitions.compare import main
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))
+        await cluster.leader(T).append(T, 0, make_batch(b"same"), -1, 10_000)
+        await eventually(lambda: all_at(cluster, 1, (0, 1)), "replicated")
+
+    run(scenario, tmp_path, broker_ids=(0, 1))
+    dirs = [str(d) for d in replica_dirs_at(tmp_path, (0, 1))]
+    assert main([*dirs, "--below", "1"]) == 0
+    segment = sorted(Path(dirs[1]).glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF  # damage the follower's copy: the batch no longer validates
+    segment.write_bytes(bytes(data))
+    assert main([*dirs, "--below", "1"]) == 1
+
+
+def replica_dirs_at(root: Path, broker_ids: tuple[int, ...]) -> list[Path]:
+    return [root / f"broker-{b}" / f"{T}-0" for b in broker_ids]
