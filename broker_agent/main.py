@@ -21,6 +21,7 @@ from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.isr_changer import AdminIsrChanger
 from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
+from broker_agent.kafka.metrics import KafkaRequestMetrics
 from broker_agent.kafka.server import KafkaServer
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
@@ -176,6 +177,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         scheme = "https" if config.metrics_tls else "http"
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
     kafka = KafkaServer(config, agent, replicas=agent.replicas)
+    kafka.apis.observe = KafkaRequestMetrics(metrics.registry, kafka.listeners).observe
     try:
         kafka_at = await kafka.start()
     except ListenerError as err:

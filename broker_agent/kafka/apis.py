@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -48,6 +49,8 @@ class KafkaApis:
         self.replicas = replicas
         self.producer_ids = producer_ids
         self.requests: dict[str, int] = {}
+        # (api, version, seconds, response mapping or None): the request metrics
+        self.observe: Callable[[str, int, float, dict[str, Any] | None], None] | None = None
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -62,7 +65,10 @@ class KafkaApis:
         name = codec.api_name(request.api_key)
         self.requests[name] = self.requests.get(name, 0) + 1
         log.debug("%s v%d from %s", name, request.api_version, request.client_id)
+        started = time.monotonic()
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
+        if self.observe is not None:
+            self.observe(name, request.api_version, time.monotonic() - started, values)
         if values is None:
             return None
         return codec.build(codec.response_class(request.api_key, request.api_version), values)
