@@ -259,3 +259,37 @@ def test_librdkafka_idempotent_acks_all_across_a_leader_kill(tmp_path: Path) -> 
         finally:
             consumer.close()
         assert sorted(seen) == sorted(acked)  # each acknowledged record exactly once
+
+
+def test_kafka_python_idempotent_default_across_a_leader_kill(tmp_path: Path) -> None:
+    """kafka-python 3's default producer (idempotent, acks=all) through a leader's
+    SIGKILL: every acknowledged record is read back exactly once."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
+        topic = new_topic(cluster, "kill-under-kafka-python", partitions=1)
+        leader, _ = leader_of(cluster, topic, 0)
+        producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), linger_ms=5,
+                                 request_timeout_ms=15000, delivery_timeout_ms=90000)  # fmt: skip
+        futures = []
+        for i in range(4000):
+            futures.append(producer.send(topic, b"v-%05d" % i))
+            if i == 2000:
+                producer.flush(30)
+                proc = cluster.brokers[leader]
+                assert proc.popen is not None
+                proc.popen.send_signal(signal.SIGKILL)
+                proc.popen.wait(10)
+        producer.flush(120)
+        acked = [f.get(timeout=1).offset for f in futures]
+        producer.close()
+        assert len(set(acked)) == len(acked) == 4000
+        survivor = next(b for b in BROKERS if b != leader)
+        assert leader_of(cluster, topic, 0, via=survivor)[0] not in (leader, -1)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                                 consumer_timeout_ms=5000)  # fmt: skip
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        seen = [(m.offset, m.value) for m in consumer]
+        consumer.close()
+        assert sorted(v for _, v in seen) == [b"v-%05d" % i for i in range(4000)]
