@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from broker_agent.kafka import codec
 from broker_agent.kafka.authz import KafkaAuthorizer
-from broker_agent.kafka.listener import Connection, api_versions_table
+from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
@@ -150,6 +150,10 @@ class KafkaApis:
             *(one(name, index, records) for name, parts in topics for index, records in parts)
         )
         if acks == 0:
+            if any(a["error_code"] != 0 for a in answers):
+                # No answer to carry the error: Kafka closes the connection, so the
+                # producer refreshes its metadata and finds the new leader.
+                raise CloseConnection("an acks=0 produce failed")
             return None
         it = iter(answers)
         return {
@@ -161,6 +165,12 @@ class KafkaApis:
         }
 
     async def fetch(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
+        if int(getattr(body, "session_id", 0)) != 0:
+            # No fetch session is ever created here (answers carry session_id 0), so
+            # any other id is one this broker does not know: the client starts over
+            # with a full fetch, as after a Kafka broker evicted its session.
+            return {"throttle_time": 0, "error_code": int(ErrorCode.fetch_session_id_not_found),
+                    "session_id": 0, "responses": []}  # fmt: skip
         wanted = [
             FetchPartition(
                 topic=t.topic,
