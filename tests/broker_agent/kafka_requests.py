@@ -11,6 +11,7 @@ from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import metadata_pb2 as md
 
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+TOPIC_ID_2 = "AAAAAAAAAAAAAAAAAAAAAg"  # no such topic
 REQUESTS: dict[ApiKey, dict[str, Any]] = {
     ApiKey.API_VERSIONS: {"client_software_name": "t", "client_software_version": "1"},
     ApiKey.METADATA: {
@@ -26,7 +27,7 @@ REQUESTS: dict[ApiKey, dict[str, Any]] = {
     ApiKey.FETCH: {
         "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": "nope", "partitions": [
+        "topics": [{"topic": "nope", "topic_id": TOPIC_ID_2, "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
              "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1024}]}],
         "forgotten_topics_data": [], "rack_id": "",

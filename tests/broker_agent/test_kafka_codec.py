@@ -18,7 +18,7 @@ from broker_agent.kafka import codec
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.listener import Connection, principal_of, unsupported_api_versions
 from broker_agent.kafka.versions import SERVED, ApiKey, is_served
-from tests.broker_agent.kafka_requests import REQUESTS, TOPIC_ID, image
+from tests.broker_agent.kafka_requests import REQUESTS, TOPIC_ID, TOPIC_ID_2, image
 
 
 def served_versions() -> list[tuple[ApiKey, int]]:
@@ -57,7 +57,13 @@ def test_every_served_version_round_trips_through_its_handler(api: ApiKey, versi
         assert code == ErrorCode.not_leader_or_follower  # no replica manager here
     elif api == ApiKey.FETCH:
         part = answer.responses[0].partitions[0]
-        assert part.error_code == ErrorCode.unknown_topic_or_partition
+        # v13+ name the topic by id: an unknown id is UNKNOWN_TOPIC_ID, echoed back
+        expected = (
+            ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
+        )
+        assert part.error_code == expected
+        if version >= 13:
+            assert codec.topic_id_text(answer.responses[0].topic_id) == TOPIC_ID_2
         assert part.records == b""
     elif api in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH):
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
@@ -96,3 +102,20 @@ def test_a_truncated_body_is_malformed() -> None:
 def test_topic_ids_convert_both_ways() -> None:
     assert codec.topic_id_text(codec.topic_uuid(TOPIC_ID)) == TOPIC_ID
     assert principal_of({"subject": ((("commonName", "x"),),)}) == "User:CN=x"
+
+
+@pytest.mark.parametrize("version", [13, 15, 16])
+def test_fetch_by_topic_id_reaches_the_topic_and_echoes_its_id(version: int) -> None:
+    values = {**REQUESTS[ApiKey.FETCH], "replica_state": {"replica_id": -1, "replica_epoch": -1}}
+    values["topics"] = [{**values["topics"][0], "topic": "orders", "topic_id": TOPIC_ID}]
+    cls = codec.request_class(ApiKey.FETCH, version)
+    header = HeaderV2(request_api_key=1, request_api_version=version, correlation_id=3,
+                      client_id="c")  # type: ignore[arg-type]  # fmt: skip
+    frame = codec.encode_request(header, codec.build(cls, values))[4:]
+    request = codec.decode_request(frame, ApiKey.FETCH, version)
+    img = image()
+    apis = KafkaApis(1, "cluster-1", lambda: img, None, None)
+    response = asyncio.run(apis.handle(request, Connection("PLAINTEXT", "127.0.0.1")))
+    (topic,) = response.responses
+    assert codec.topic_id_text(topic.topic_id) == TOPIC_ID
+    assert topic.partitions[0].error_code == ErrorCode.not_leader_or_follower  # no replicas here
