@@ -17,7 +17,9 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_agent.groups.coordinator import GroupCoordinator
 from broker_agent.kafka import codec
+from broker_agent.kafka.group_apis import CLIENT_ID, GroupApis
 from broker_agent.kafka.listener import Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
@@ -41,6 +43,7 @@ class KafkaApis:
         image: Callable[[], MetadataImage],
         replicas: ReplicaManager | None,
         producer_ids: ProducerIdSource | None,
+        groups: GroupCoordinator | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -57,11 +60,13 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+        self._handlers.update(GroupApis(node_id, image, groups).handlers())
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)
         self.requests[name] = self.requests.get(name, 0) + 1
         log.debug("%s v%d from %s", name, request.api_version, request.client_id)
+        CLIENT_ID.set(request.client_id or "")
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
         if values is None:
             return None
