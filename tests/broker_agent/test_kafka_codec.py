@@ -56,7 +56,43 @@ REQUESTS: dict[ApiKey, dict[str, Any]] = {
         "transactional_id": None, "transaction_timeout": 1000, "producer_id": -1,
         "producer_epoch": -1,
     },
+    # The group APIs (broker_agent/kafka/group_apis.py); no coordinator here.
+    ApiKey.FIND_COORDINATOR: {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]},
+    ApiKey.JOIN_GROUP: {
+        "group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"m"}], "reason": None,
+    },
+    ApiKey.SYNC_GROUP: {
+        "group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": "m", "assignment": b"a"}],
+    },
+    ApiKey.HEARTBEAT: {"group_id": "g", "generation_id": 1, "member_id": "m",
+                       "group_instance_id": None},
+    ApiKey.LEAVE_GROUP: {"group_id": "g", "member_id": "m",
+                         "members": [{"member_id": "m", "group_instance_id": None,
+                                      "reason": None}]},
+    ApiKey.OFFSET_COMMIT: {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "retention_time": -1,
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}],
+    },
+    ApiKey.OFFSET_FETCH: {
+        "group_id": "g", "topics": [{"name": "orders", "partition_indexes": [0]}],
+        "groups": [{"group_id": "g", "member_id": None, "member_epoch": -1,
+                    "topics": [{"name": "orders", "partition_indexes": [0]}]}],
+        "require_stable": False,
+    },
+    ApiKey.DESCRIBE_GROUPS: {"groups": ["g"], "include_authorized_operations": False},
+    ApiKey.LIST_GROUPS: {"states_filter": [], "types_filter": []},
+    ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [{"name": "orders",
+                                                        "partitions": [{"partition_index": 0}]}]},
 }  # fmt: skip
+NOT_AVAILABLE = ErrorCode.coordinator_not_available
 
 
 def image() -> MetadataImage:
@@ -118,13 +154,37 @@ def test_every_served_version_round_trips_through_its_handler(api: ApiKey, versi
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
     elif api == ApiKey.INIT_PRODUCER_ID:
         assert answer.error_code == ErrorCode.coordinator_not_available
+    elif api in GROUP_ANSWERS:
+        assert GROUP_ANSWERS[api](answer, version) == NOT_AVAILABLE  # no coordinator here
     else:
         assert answer.error_code == ErrorCode.none
 
 
+GROUP_ANSWERS: dict[ApiKey, Any] = {
+    ApiKey.FIND_COORDINATOR: lambda a, v: a.coordinators[1].error_code if v >= 4 else a.error_code,
+    ApiKey.JOIN_GROUP: lambda a, v: a.error_code,
+    ApiKey.SYNC_GROUP: lambda a, v: a.error_code,
+    ApiKey.HEARTBEAT: lambda a, v: a.error_code,
+    ApiKey.LEAVE_GROUP: lambda a, v: a.error_code,
+    ApiKey.OFFSET_COMMIT: lambda a, v: a.topics[0].partitions[0].error_code,
+    ApiKey.OFFSET_FETCH: lambda a, v: (
+        a.groups[0].error_code
+        if v >= 8
+        else a.error_code
+        if v >= 2
+        else a.topics[0].partitions[0].error_code
+    ),
+    ApiKey.DESCRIBE_GROUPS: lambda a, v: a.groups[0].error_code,
+    ApiKey.LIST_GROUPS: lambda a, v: NOT_AVAILABLE if a.groups == () else a.error_code,
+    ApiKey.DELETE_GROUPS: lambda a, v: a.results[0].error_code,
+    ApiKey.OFFSET_DELETE: lambda a, v: a.error_code,
+}
+
+
 def test_is_served_follows_the_table() -> None:
     assert is_served(ApiKey.PRODUCE, 9) and not is_served(ApiKey.PRODUCE, 2)
-    assert not is_served(11, 0)  # JoinGroup
+    assert not is_served(ApiKey.JOIN_GROUP, 10) and not is_served(ApiKey.OFFSET_COMMIT, 1)
+    assert not is_served(57, 0)  # UpdateFeatures
     assert not is_served(-1, 0) and not is_served(9999, 0)
 
 
