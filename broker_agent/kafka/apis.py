@@ -67,7 +67,7 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
-        self._handlers.update(GroupApis(node_id, image, groups).handlers())
+        self._handlers.update(GroupApis(node_id, image, groups, self.authz).handlers())
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)

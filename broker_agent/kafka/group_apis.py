@@ -8,6 +8,19 @@ NOT_COORDINATOR for groups it does not own and COORDINATOR_LOAD_IN_PROGRESS
 while it loads them. Validation happens here, at the edge, before anything
 reaches the machine: an empty group id, a session timeout outside the bounds,
 an unknown topic in a commit each get Kafka's error and change nothing.
+
+ACLs, as Kafka's KafkaApis asks (GROUP_AUTHORIZATION_FAILED or
+TOPIC_AUTHORIZATION_FAILED when refused):
+
+    FindCoordinator                          DESCRIBE on the group
+    JoinGroup, SyncGroup, Heartbeat, Leave   READ on the group
+    OffsetCommit                             READ on the group and on each topic
+    OffsetFetch                              DESCRIBE on the group and on each topic
+    DescribeGroups                           DESCRIBE on the group
+    ListGroups                               DESCRIBE on the cluster, else the groups
+                                             the principal may DESCRIBE
+    DeleteGroups                             DELETE on the group
+    OffsetDelete                             DELETE on the group, READ on each topic
 """
 
 from __future__ import annotations
@@ -23,9 +36,11 @@ from broker_agent.groups.effects import JoinAnswer
 from broker_agent.groups.group import Group
 from broker_agent.groups.state import GroupState, parse_state
 from broker_agent.kafka import codec
+from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import Connection
 from broker_agent.kafka.metadata_answer import live_brokers
 from broker_agent.kafka.versions import ApiKey
+from quorum.controller.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
 
 # The client id of the request being handled (JoinGroup's member ids start with it);
@@ -42,10 +57,12 @@ class GroupApis:
         node_id: int,
         image: Callable[[], MetadataImage],
         coordinator: GroupCoordinator | None,
+        authz: KafkaAuthorizer | None = None,
     ) -> None:
         self.node_id = node_id
         self.image = image
         self.coordinator = coordinator
+        self.authz = authz or KafkaAuthorizer(NO_AUTHORIZER, image)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -77,6 +94,8 @@ class GroupApis:
 
         if key_type != KEY_TYPE_GROUP:
             return fail(ErrorCode.invalid_request, "only GROUP coordinators are served")
+        if not self.authz.group(conn, key, Operation.DESCRIBE):
+            return fail(ErrorCode.group_authorization_failed)
         if self.coordinator is None:
             return fail(ErrorCode.coordinator_not_available)
         error, node = self.coordinator.find(key)
@@ -129,6 +148,8 @@ class GroupApis:
                 ],
             }
 
+        if not self.authz.group(conn, body.group_id, Operation.READ):
+            return answer(JoinAnswer(ErrorCode.group_authorization_failed, member_id))
         if self.coordinator is None:
             return answer(JoinAnswer(ErrorCode.coordinator_not_available, member_id))
         rebalance = getattr(body, "rebalance_timeout", None)
@@ -148,6 +169,8 @@ class GroupApis:
         return answer(result)
 
     async def sync_group(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
+        if not self.authz.group(conn, body.group_id, Operation.READ):
+            return _sync(ErrorCode.group_authorization_failed)
         if self.coordinator is None:
             return _sync(ErrorCode.coordinator_not_available)
         result = await self.coordinator.sync(
@@ -168,7 +191,9 @@ class GroupApis:
         }
 
     async def heartbeat(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
-        if self.coordinator is None:
+        if not self.authz.group(conn, body.group_id, Operation.READ):
+            error = ErrorCode.group_authorization_failed
+        elif self.coordinator is None:
             error = ErrorCode.coordinator_not_available
         else:
             error = self.coordinator.heartbeat(
@@ -184,7 +209,9 @@ class GroupApis:
             leaving = [(m.member_id or "", m.group_instance_id) for m in body.members]
         else:
             leaving = [(body.member_id or "", None)]
-        if self.coordinator is None:
+        if not self.authz.group(conn, body.group_id, Operation.READ):
+            top, errors = ErrorCode.group_authorization_failed, []
+        elif self.coordinator is None:
             top, errors = ErrorCode.coordinator_not_available, []
         else:
             top, errors = self.coordinator.leave(body.group_id, leaving)
@@ -203,11 +230,16 @@ class GroupApis:
         image = self.image()
         wanted: list[tuple[str, int, int, int, str | None]] = []
         errors: dict[tuple[str, int], ErrorCode] = {}
+        group_ok = self.authz.group(conn, body.group_id, Operation.READ)
         for t in body.topics:
             topic = image.topic(t.name)
             for p in t.partitions:
                 key = (t.name, int(p.partition_index))
-                if topic is None or key[1] not in topic.partitions:
+                if not group_ok:
+                    errors[key] = ErrorCode.group_authorization_failed
+                elif not self.authz.topic(conn, t.name, Operation.READ):
+                    errors[key] = ErrorCode.topic_authorization_failed
+                elif topic is None or key[1] not in topic.partitions:
                     errors[key] = ErrorCode.unknown_topic_or_partition
                 else:
                     epoch = int(getattr(p, "committed_leader_epoch", -1))
@@ -242,17 +274,22 @@ class GroupApis:
         }
 
     def _fetch_group(
-        self, group_id: str, topics: Any, version: int
+        self, group_id: str, topics: Any, version: int, conn: Connection
     ) -> tuple[ErrorCode, list[dict[str, Any]]]:
         wanted = (
             None
             if topics is None
             else [(t.name, int(p)) for t in topics for p in t.partition_indexes]
         )
-        if self.coordinator is None:
+        if not self.authz.group(conn, group_id, Operation.DESCRIBE):
+            error, found = ErrorCode.group_authorization_failed, {}
+        elif self.coordinator is None:
             error, found = ErrorCode.coordinator_not_available, {}
         else:
             error, found = self.coordinator.fetch_offsets(group_id, wanted)
+        hidden = {t for t, _ in found if not self.authz.topic(conn, t, Operation.DESCRIBE)}
+        if wanted is None:
+            found = {tp: e for tp, e in found.items() if tp[0] not in hidden}
         if error is not ErrorCode.none:
             # Before v2 there is no group-level error: every partition carries it.
             found = {tp: None for tp in wanted or []}
@@ -264,7 +301,13 @@ class GroupApis:
                     "committed_offset": entry.offset if entry else -1,
                     "committed_leader_epoch": entry.leader_epoch if entry else -1,
                     "metadata": entry.metadata if entry else "",
-                    "error_code": int(error if version < 2 else ErrorCode.none),
+                    "error_code": int(
+                        ErrorCode.topic_authorization_failed
+                        if topic in hidden
+                        else error
+                        if version < 2
+                        else ErrorCode.none
+                    ),
                 }
             )
         return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
@@ -273,20 +316,29 @@ class GroupApis:
         if version >= 8:
             groups = []
             for g in body.groups:
-                error, topics = self._fetch_group(g.group_id, g.topics, version)
+                error, topics = self._fetch_group(g.group_id, g.topics, version, conn)
                 groups.append({"group_id": g.group_id, "topics": topics, "error_code": int(error)})
             return {"throttle_time": 0, "groups": groups}
-        error, topics = self._fetch_group(body.group_id, body.topics, version)
+        error, topics = self._fetch_group(body.group_id, body.topics, version, conn)
         return {"throttle_time": 0, "topics": topics, "error_code": int(error)}
 
     async def offset_delete(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         wanted = [(t.name, int(p.partition_index)) for t in body.topics for p in t.partitions]
-        if self.coordinator is None:
+        refused = {
+            tp: ErrorCode.topic_authorization_failed
+            for tp in wanted
+            if not self.authz.topic(conn, tp[0], Operation.READ)
+        }
+        allowed = [tp for tp in wanted if tp not in refused]
+        if not self.authz.group(conn, body.group_id, Operation.DELETE):
+            error, errors = ErrorCode.group_authorization_failed, {}
+        elif self.coordinator is None:
             error, errors = ErrorCode.coordinator_not_available, {}
         else:
             error, errors = self.coordinator.delete_offsets(
-                body.group_id, wanted, subscribed_topics
+                body.group_id, allowed, subscribed_topics
             )
+            errors.update(refused)
         return {
             "error_code": int(error),
             "throttle_time": 0,
@@ -314,7 +366,9 @@ class GroupApis:
     async def describe_groups(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         out = []
         for group_id in body.groups:
-            if self.coordinator is None:
+            if not self.authz.group(conn, group_id, Operation.DESCRIBE):
+                error, group = ErrorCode.group_authorization_failed, None
+            elif self.coordinator is None:
                 error, group = ErrorCode.coordinator_not_available, None
             else:
                 error, group = self.coordinator.group(group_id)
@@ -329,6 +383,7 @@ class GroupApis:
         error = (
             ErrorCode.coordinator_load_in_progress if self.coordinator.loading() else ErrorCode.none
         )
+        all_visible = self.authz.cluster(conn, Operation.DESCRIBE)
         groups = [
             {
                 "group_id": g.group_id,
@@ -337,18 +392,21 @@ class GroupApis:
                 "group_type": "classic",
             }
             for g in self.coordinator.machine.groups.values()
-            if (not states or g.state in states) and (not types or "classic" in types)
+            if (not states or g.state in states)
+            and (not types or "classic" in types)
+            and (all_visible or self.authz.group(conn, g.group_id, Operation.DESCRIBE))
         ]
         return {"throttle_time": 0, "error_code": int(error), "groups": groups}
 
     async def delete_groups(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         results = []
         for group_id in body.groups_names:
-            error = (
-                ErrorCode.coordinator_not_available
-                if self.coordinator is None
-                else self.coordinator.delete_group(group_id)
-            )
+            if not self.authz.group(conn, group_id, Operation.DELETE):
+                error = ErrorCode.group_authorization_failed
+            elif self.coordinator is None:
+                error = ErrorCode.coordinator_not_available
+            else:
+                error = self.coordinator.delete_group(group_id)
             results.append({"group_id": group_id, "error_code": int(error)})
         return {"throttle_time": 0, "results": results}
 
