@@ -112,6 +112,7 @@ class GroupCoordinator:
         # For metrics and tests.
         self.offset_commits = 0
         self.load_times_ms: dict[int, int] = {}
+        self.on_load: Callable[[int], None] | None = None  # a load's duration, ms
 
     # ------------------------------------------------------------ lifecycle
 
@@ -208,6 +209,8 @@ class GroupCoordinator:
         self._loads.pop(partition, None)
         took = int((time.monotonic() - started) * 1000)
         self.load_times_ms[partition] = took
+        if self.on_load is not None:
+            self.on_load(took)
         log.info(
             "broker %d: loaded %s-%d (%d records, %d skipped, %d groups) in %d ms",
             self.node_id,

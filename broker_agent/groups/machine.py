@@ -71,7 +71,9 @@ class GroupMachine:
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
         self.member_ids = member_ids
-        self.rebalances = 0
+        self.rebalances = 0  # started
+        # Told how long each finished rebalance took, in ms (the metrics).
+        self.on_rebalance_done: Callable[[int], None] | None = None
 
     # ---------------------------------------------------------------- join
 
@@ -266,6 +268,7 @@ class GroupMachine:
         if not group.members:
             group.protocol = None
             group.transition(GroupState.EMPTY, now)
+            self._rebalance_done(group, now)
             return [Write(group.group_id, (self._group_record(group, now),))]
         group.protocol = elect_protocol(group)
         group.transition(GroupState.COMPLETING_REBALANCE, now)
@@ -344,6 +347,7 @@ class GroupMachine:
         for mid, m in group.members.items():
             m.assignment = assignments.get(mid, b"")
         group.transition(GroupState.STABLE, now)
+        self._rebalance_done(group, now)
         answers = []
         for m in group.members.values():
             if m.awaiting_sync:
@@ -353,6 +357,10 @@ class GroupMachine:
                 )
         write = Write(group_id, (self._group_record(group, now),), tuple(answers), group.generation)
         return Outcome(PARKED, (write,), member_id)
+
+    def _rebalance_done(self, group: Group, now: int) -> None:
+        if self.on_rebalance_done is not None:
+            self.on_rebalance_done(now - group.rebalance_started)
 
     def store_failed(self, group_id: str, generation: int, now: int) -> list[Effect]:
         """The assignment of `generation` could not be stored: the members got an

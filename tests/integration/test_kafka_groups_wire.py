@@ -189,6 +189,11 @@ def test_seed_002_phases_over_the_wire(cluster: Cluster) -> None:
         [g] = described.groups
         assert g.group_state == "Stable" and g.protocol_data == "range"
         assert {m.member_id for m in g.members} == set(member_ids.values())
+        metrics = cluster.brokers[coordinator].metrics()
+        assert metrics['quorum_broker_groups{state="Stable"}'] >= 1
+        assert metrics["quorum_broker_group_rebalances_total"] >= 1
+        assert metrics["quorum_broker_group_rebalance_seconds_count"] >= 1
+        assert metrics['quorum_broker_group_offsets_partitions{phase="active"}'] >= 1
         # the leader leaves: the others are told to rejoin, and b becomes the leader
         left = socks["a"].request(
             ApiKey.LEAVE_GROUP,
@@ -376,7 +381,10 @@ def test_stale_generation_commit_is_refused_and_changes_nothing(cluster: Cluster
             )
             return int(answer.topics[0].partitions[0].committed_offset)
 
+        commits = cluster.brokers[coordinator].metrics()["quorum_broker_group_offset_commits_total"]
         assert commit(generation, 17) == ErrorCode.none
+        metrics = cluster.brokers[coordinator].metrics()
+        assert metrics["quorum_broker_group_offset_commits_total"] == commits + 1
         before = dump_offsets_partition(cluster, group)
         assert commit(generation - 1, 99) == ErrorCode.illegal_generation
         assert fetched() == 17
