@@ -28,7 +28,7 @@ from tests.integration.groups_cluster import (
     groups_cluster,
     live_brokers,
 )
-from tests.integration.test_kafka_listener import wait_for_topic_everywhere
+from tests.integration.kafka_wire import wait_for_topic_everywhere
 
 pytestmark = pytest.mark.slow
 PARTITIONS = 6
