@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.integration.controller_cluster import Cluster, ctl_json
+from tests.integration.controller_cluster import Cluster, ctl, ctl_json
 from tests.integration.groups_cluster import (
     BROKERS,
     bootstrap,
@@ -323,3 +324,113 @@ def test_offsets_survive_a_kill_of_the_coordinators_broker(cluster: Cluster) -> 
         assert not set(first) & set(rest)
     finally:
         cluster.start_brokers(coordinator)
+
+
+# ------------------------------------------------------------- quorumctl groups
+
+
+def test_kcat_and_quorumctl_groups_agree_on_members_and_lag(cluster: Cluster) -> None:
+    topic = new_topic(cluster, "kcat-lag", partitions=3)
+    values = produce(cluster, topic, 90)
+    kcat = subprocess.Popen(
+        [
+            "kcat",
+            "-b",
+            bootstrap(cluster),
+            "-G",
+            "lag-group",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-X",
+            "auto.commit.interval.ms=100",
+            "-X",
+            "client.id=kcat-member",
+            "-q",
+            "-f",
+            "%s\\n",
+            topic,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+
+        def rows() -> list[dict[str, Any]]:
+            return ctl_json(cluster, "groups", "describe", "--group", "lag-group")  # type: ignore[no-any-return]
+
+        def settled() -> bool:
+            got = rows()
+            return len(got) == 3 and all(r["LAG"] == 0 for r in got)
+
+        wait_for(settled, 60, "kcat to consume and commit everything")
+        got = rows()
+        assert {(r["TOPIC"], r["PARTITION"]) for r in got} == {(topic, p) for p in range(3)}
+        assert sum(r["LOG-END-OFFSET"] for r in got) == len(values)
+        assert len({r["CONSUMER-ID"] for r in got}) == 1 and got[0]["CONSUMER-ID"] != "-"
+        [member] = ctl_json(cluster, "groups", "describe", "--group", "lag-group", "--members")
+        assert member["CLIENT-ID"] == "kcat-member" and member["#PARTITIONS"] == 3
+        assert member["CONSUMER-ID"].startswith("kcat-member-")
+        [state] = ctl_json(cluster, "groups", "describe", "--group", "lag-group", "--state")
+        assert (state["STATE"], state["#MEMBERS"], state["ASSIGNMENT-STRATEGY"]) == (
+            "Stable",
+            1,
+            "range",
+        )
+        assert "lag-group" in ctl_json(cluster, "groups", "list")
+        refused = ctl(
+            cluster,
+            "groups",
+            "reset-offsets",
+            "--group",
+            "lag-group",
+            "--topic",
+            topic,
+            "--to-earliest",
+            "--execute",
+        )
+        assert refused.returncode != 0 and "inactive" in refused.stderr
+    finally:
+        kcat.send_signal(signal.SIGTERM)  # a clean close: LeaveGroup
+        kcat.wait(30)
+    assert sorted(kcat.stdout.read().split()) == sorted(values)  # type: ignore[union-attr]
+    wait_for(
+        lambda: (
+            ctl_json(cluster, "groups", "describe", "--group", "lag-group", "--state")[0]["STATE"]
+            == "Empty"
+        ),
+        30,
+        "the group empty",
+    )
+    dry = ctl_json(
+        cluster,
+        "groups",
+        "reset-offsets",
+        "--group",
+        "lag-group",
+        "--topic",
+        topic,
+        "--to-earliest",
+        "--dry-run",
+    )
+    assert [r["NEW-OFFSET"] for r in dry] == [0, 0, 0]
+    assert all(
+        r["LAG"] == 0 for r in ctl_json(cluster, "groups", "describe", "--group", "lag-group")
+    )
+    ctl_json(
+        cluster,
+        "groups",
+        "reset-offsets",
+        "--group",
+        "lag-group",
+        "--topic",
+        topic,
+        "--to-offset",
+        "5",
+        "--execute",
+    )
+    after = ctl_json(cluster, "groups", "describe", "--group", "lag-group")
+    assert [r["CURRENT-OFFSET"] for r in after] == [5, 5, 5]
+    assert sum(r["LAG"] for r in after) == len(values) - 15
+    deleted = ctl_json(cluster, "groups", "delete", "--group", "lag-group")
+    assert deleted == [{"GROUP": "lag-group", "ERROR": "-"}]
+    assert "lag-group" not in ctl_json(cluster, "groups", "list")
