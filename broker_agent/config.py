@@ -12,6 +12,7 @@ Kafka's keys (same meaning, same default):
                                                and Metadata answers hand to clients
 ``socket.request.max.bytes``                   104857600: a larger request frame closes
                                                its connection
+``connections.max.idle.ms``                    600000: an idle Kafka connection is closed
 ``metadata.log.dir``                           required: the local metadata cache
 ``broker.rack``                                unset
 ``broker.heartbeat.interval.ms``               2000: the longest a caught-up MetadataFetch
@@ -34,6 +35,18 @@ Kafka's keys (same meaning, same default):
 ``log.flush.interval.messages``                Long.MAX: no fsync per batch, as in
                                                Kafka: durability comes from replication
 ``log.flush.interval.ms``                      Long.MAX
+``group.min.session.timeout.ms``               6000: the shortest session a group member
+                                               may ask for (INVALID_SESSION_TIMEOUT)
+``group.max.session.timeout.ms``               1800000: the longest
+``group.initial.rebalance.delay.ms``           3000: an empty group waits this long for
+                                               more members before its first rebalance
+``group.max.size``                             Int.MAX: members per group
+``offsets.topic.num.partitions``               50: partitions of ``__consumer_offsets``
+``offsets.topic.replication.factor``           3: capped at the live brokers (a WARN)
+``offsets.retention.minutes``                  10080: an empty group's offsets expire
+``offsets.commit.timeout.ms``                  5000: an offsets write waits this long
+                                               for acks=all
+``offset.metadata.max.bytes``                  4096: a commit's metadata string
 =============================================  =========================================
 
 Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
@@ -110,6 +123,7 @@ KEYS: tuple[str, ...] = (
     "listeners",
     "advertised.listeners",
     "socket.request.max.bytes",
+    "connections.max.idle.ms",
     "metadata.log.dir",
     "broker.rack",
     "broker.heartbeat.interval.ms",
@@ -156,6 +170,7 @@ _INTS: dict[str, IntSpec] = {
     ),
     "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
     "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
+    "connections.max.idle.ms": IntSpec("connections_max_idle_ms", 600_000, 1, LONG_MAX),
     "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
     "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
     "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
@@ -213,6 +228,7 @@ class BrokerConfig:
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
