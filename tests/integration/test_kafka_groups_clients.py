@@ -89,7 +89,9 @@ class RdMember:
     """One librdkafka group consumer polling in its own thread; `assignment` is
     what the member itself holds."""
 
-    def __init__(self, cluster: Cluster, group: str, topic: str, strategy: str) -> None:
+    def __init__(
+        self, cluster: Cluster, group: str, topic: str, strategy: str, **extra: Any
+    ) -> None:
         from confluent_kafka import Consumer
 
         self.consumer = Consumer(
@@ -102,6 +104,7 @@ class RdMember:
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
                 "topic.metadata.refresh.interval.ms": 1000,
+                **extra,
             }
         )
         self.consumer.subscribe([topic])
@@ -142,6 +145,34 @@ def test_librdkafka_members_join_and_leave(cluster: Cluster, strategy: str) -> N
         members.pop().leave()
         wait_for(lambda: owned_once([m.assignment for m in members]), 60, "one member left")
         assert not any(m.errors for m in members), [m.errors for m in members]
+    finally:
+        for m in members:
+            m.leave()
+
+
+def test_librdkafka_static_member_restarts_without_a_rebalance(cluster: Cluster) -> None:
+    """KIP-345: a member with group.instance.id that closes (no LeaveGroup for static
+    members) and comes back within its session gets its partitions back, and the
+    coordinator counts no rebalance."""
+    topic = new_topic(cluster, "rd-static")
+    group = "rd-static-group"
+    coordinator = find_coordinator(cluster, group)
+    members = [
+        RdMember(cluster, group, topic, "range", **{"group.instance.id": f"static-{i}"})
+        for i in range(2)
+    ]
+    try:
+        wait_for(lambda: owned_once([m.assignment for m in members]), 60, "two static members")
+        before = {i: set(m.assignment) for i, m in enumerate(members)}
+        rebalances = cluster.brokers[coordinator].metrics()["quorum_broker_group_rebalances_total"]
+        members.pop().leave()
+        members.append(
+            RdMember(cluster, group, topic, "range", **{"group.instance.id": "static-1"})
+        )
+        wait_for(lambda: members[1].assignment == before[1], 30, "static-1 back on its share")
+        assert members[0].assignment == before[0]
+        after = cluster.brokers[coordinator].metrics()["quorum_broker_group_rebalances_total"]
+        assert after == rebalances
     finally:
         for m in members:
             m.leave()
