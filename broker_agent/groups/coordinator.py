@@ -7,8 +7,8 @@ its groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile), one it no longer leads
 is *unloaded* (parked requests answered NOT_COORDINATOR). Then it ticks the
 machine (sessions, join deadlines) and executes the effects: parked JoinGroup
 and SyncGroup futures are resolved, records are appended with acks=all through
-the replica manager, in the order the machine produced them (appends start in
-task-creation order and write locally before their first await).
+the replica manager, in the order the machine produced them (each partition's
+writes are queued in that order and coalesced into batches).
 
 The offsets topic is created through the controller on first need (a
 FindCoordinator that finds no `__consumer_offsets`), through the `TopicCreator`
@@ -45,8 +45,10 @@ from quorum.controller.metadata_image import MetadataImage
 log = logging.getLogger("broker_agent.groups")
 
 TopicCreator = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
+Records = tuple[tuple[bytes, bytes | None], ...]
 POLL_S = 0.1
 LOAD_CHUNK_BYTES = 1 << 20
+MAX_COALESCED_BYTES = 512 * 1024  # one batch of coalesced writes, at most (about)
 
 
 def wall_clock_ms() -> int:
@@ -107,6 +109,8 @@ class GroupCoordinator:
         self._waiters: dict[tuple[str, str, str], list[asyncio.Future[object]]] = {}
         self._tasks: set[asyncio.Task[object]] = set()
         self._loads: dict[int, asyncio.Task[None]] = {}
+        self._queued: dict[int, list[tuple[Records, asyncio.Future[ErrorCode]]]] = {}
+        self._writers: dict[int, asyncio.Task[None]] = {}
         self._creating: asyncio.Task[None] | None = None
         self._loop_task: asyncio.Task[None] | None = None
         # For metrics and tests.
@@ -122,7 +126,7 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         tasks = [t for t in (self._loop_task, self._creating) if t is not None]
-        tasks += [*self._loads.values(), *self._tasks]
+        tasks += [*self._loads.values(), *self._tasks, *self._writers.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -320,15 +324,46 @@ class GroupCoordinator:
         if error is not ErrorCode.none and write.generation is not None:
             self._execute(self.machine.store_failed(write.group_id, write.generation, self.clock()))
 
-    async def append(
-        self, group_id: str, records: tuple[tuple[bytes, bytes | None], ...]
-    ) -> ErrorCode:
-        """Append records to the group's offsets partition with acks=all."""
+    async def append(self, group_id: str, records: Records) -> ErrorCode:
+        """Append records to the group's offsets partition with acks=all.
+
+        Writes to one partition are queued and coalesced: while one batch waits
+        for its acks, the records of every write that arrives meanwhile go out
+        together as the next batch (one append and one replication round trip for
+        many commits), in the order they were queued."""
         partition = self.partition_of(group_id)
         if partition is None:
             return ErrorCode.not_coordinator
         if not records:
             return ErrorCode.none
+        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(partition, []).append((records, done))
+        if partition not in self._writers:
+            self._writers[partition] = asyncio.create_task(self._drain(partition))
+        return await done
+
+    async def _drain(self, partition: int) -> None:
+        queue = self._queued[partition]
+        try:
+            while queue:
+                taken, size = 0, 0
+                while taken < len(queue) and (not taken or size < MAX_COALESCED_BYTES):
+                    size += sum(len(k) + len(v or b"") for k, v in queue[taken][0])
+                    taken += 1
+                writes, queue[:taken] = queue[:taken], []
+                records = tuple(r for recs, _ in writes for r in recs)
+                error = await self._append_now(partition, records)
+                for _, done in writes:
+                    if not done.done():
+                        done.set_result(error)
+        finally:
+            del self._writers[partition]
+            for _, done in queue:  # cancelled: the rest fail, the clients retry
+                if not done.done():
+                    done.set_result(ErrorCode.coordinator_not_available)
+            queue.clear()
+
+    async def _append_now(self, partition: int, records: Records) -> ErrorCode:
         result = await self.replicas.append(
             OFFSETS_TOPIC,
             partition,
