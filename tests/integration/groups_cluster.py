@@ -34,17 +34,20 @@ def groups_cluster(root: Path) -> Iterator[Cluster]:
     with running_cluster(root) as cluster:
         cluster.add_brokers(*BROKERS, **GROUP_SETTINGS)
         cluster.start_brokers()
-        cluster.wait_until(
-            lambda: (
-                sorted(
-                    r["Id"] for r in ctl_json(cluster, "brokers", "list") if r["State"] == "ONLINE"
-                )
-                == sorted(BROKERS)
-            ),
-            20,
-            "the brokers ONLINE",
-        )
+        wait_all_online(cluster)
         yield cluster
+
+
+def wait_all_online(cluster: Cluster, timeout_s: float = 60) -> None:
+    """Every broker registered and ONLINE (after a restart, too)."""
+    cluster.wait_until(
+        lambda: (
+            sorted(r["Id"] for r in ctl_json(cluster, "brokers", "list") if r["State"] == "ONLINE")
+            == sorted(BROKERS)
+        ),
+        timeout_s,
+        "the brokers ONLINE",
+    )
 
 
 def bootstrap(cluster: Cluster, brokers: tuple[int, ...] = BROKERS) -> str:

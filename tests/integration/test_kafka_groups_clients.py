@@ -28,6 +28,7 @@ from tests.integration.groups_cluster import (
     find_coordinator,
     groups_cluster,
     live_brokers,
+    wait_all_online,
 )
 from tests.integration.kafka_wire import wait_for_topic_everywhere
 
@@ -355,6 +356,7 @@ def test_offsets_survive_a_kill_of_the_coordinators_broker(cluster: Cluster) -> 
         assert not set(first) & set(rest)
     finally:
         cluster.start_brokers(coordinator)
+        wait_all_online(cluster)
 
 
 # ------------------------------------------------------------- quorumctl groups
@@ -465,3 +467,70 @@ def test_kcat_and_quorumctl_groups_agree_on_members_and_lag(cluster: Cluster) ->
     deleted = ctl_json(cluster, "groups", "delete", "--group", "lag-group")
     assert deleted == [{"GROUP": "lag-group", "ERROR": "-"}]
     assert "lag-group" not in ctl_json(cluster, "groups", "list")
+
+
+# ------------------------------------------------- no record twice across rebalances
+
+
+class CommittingMember:
+    """A librdkafka member that reads a few records at a time and commits them
+    synchronously before reading on (so a rebalance finds them committed)."""
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, name: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap(cluster),
+                "group.id": group,
+                "client.id": name,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "partition.assignment.strategy": "roundrobin",
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.got: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            batch = [m for m in self.consumer.consume(5, timeout=0.1) if m.error() is None]
+            if batch:
+                self.consumer.commit(asynchronous=False)
+                self.got += [m.value() for m in batch]
+                time.sleep(0.02)  # slow readers: rebalances land mid-stream
+
+    def leave(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def test_no_record_is_read_twice_across_rebalances_by_committing_members(
+    cluster: Cluster,
+) -> None:
+    topic = new_topic(cluster, "rd-exactly")
+    values = produce(cluster, topic, 1200)
+    group = "rd-exactly-group"
+    members = [CommittingMember(cluster, group, topic, "m0")]
+    done: list[CommittingMember] = []
+    try:
+        wait_for(lambda: len(members[0].got) >= 100, 60, "the first member reading")
+        members.append(CommittingMember(cluster, group, topic, "m1"))
+        wait_for(lambda: len(members[1].got) >= 50, 60, "the second member reading")
+        members.append(CommittingMember(cluster, group, topic, "m2"))
+        wait_for(lambda: len(members[2].got) >= 50, 60, "the third member reading")
+        first = members.pop(0)
+        first.leave()
+        done.append(first)
+        wait_for(lambda: sum(len(m.got) for m in members + done) >= len(values), 120, "all read")
+    finally:
+        for m in members:
+            m.leave()
+    read = [v for m in members + done for v in m.got]
+    assert sorted(read) == sorted(values)  # each record once, across three rebalances
