@@ -26,12 +26,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
+from typing import Any, cast
 
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i16, i32, i64
+from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from broker_agent.groups.effects import PARKED, Completed, Effect, JoinAnswer, SyncAnswer, Write
 from broker_agent.groups.group import Group, GroupConfig, OffsetEntry
@@ -125,7 +126,9 @@ class GroupCoordinator:
             self._loop_task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._loop_task, self._creating) if t is not None]
+        tasks: list[asyncio.Task[Any]] = [
+            t for t in (self._loop_task, self._creating) if t is not None
+        ]
         tasks += [*self._loads.values(), *self._tasks, *self._writers.values()]
         for task in tasks:
             task.cancel()
@@ -543,7 +546,7 @@ class GroupCoordinator:
 
 def encode_batch(records: tuple[tuple[bytes, bytes | None], ...], now_ms: int) -> bytes:
     """One uncompressed magic-2 batch of the coordinator's records (no producer id)."""
-    timestamp = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
+    timestamp = cast(TZAwareMicros, datetime.fromtimestamp(now_ms / 1000, tz=UTC))
     batch = NewRecordBatch(
         producer_id=i64(-1),
         producer_epoch=i16(-1),

@@ -111,6 +111,6 @@ def elect_protocol(group: Group) -> str:
     for m in group.members.values():
         choice = next(name for name in m.protocol_names() if name in candidates)
         votes[choice] = votes.get(choice, 0) + 1
-    leader = group.members.get(group.leader, None)
+    leader = group.members.get(group.leader) if group.leader is not None else None
     order = leader.protocol_names() if leader else sorted(candidates)
     return max(votes, key=lambda name: (votes[name], -order.index(name)))

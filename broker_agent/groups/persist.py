@@ -64,18 +64,18 @@ def load_groups(
         except (rec.MalformedRecord, UnicodeDecodeError):
             skipped += 1
     for gid in set(groups) | set(offsets):
-        value = groups.get(gid)
-        if value is None and gid in groups and not offsets.get(gid):
+        stored = groups.get(gid)
+        if stored is None and gid in groups and not offsets.get(gid):
             continue  # deleted
         group = Group(gid, state_timestamp=now)
-        if value is not None:
-            group.generation = value.generation
-            group.protocol_type = value.protocol_type or None
-            group.protocol = value.protocol
-            group.leader = value.leader
-            if value.current_state_timestamp >= 0:
-                group.state_timestamp = value.current_state_timestamp
-            for mv in value.members:
+        if stored is not None:
+            group.generation = stored.generation
+            group.protocol_type = stored.protocol_type or None
+            group.protocol = stored.protocol
+            group.leader = stored.leader
+            if stored.current_state_timestamp >= 0:
+                group.state_timestamp = stored.current_state_timestamp
+            for mv in stored.members:
                 member = Member(
                     mv.member_id,
                     mv.group_instance_id,
@@ -83,8 +83,8 @@ def load_groups(
                     mv.client_host,
                     mv.rebalance_timeout_ms,
                     mv.session_timeout_ms,
-                    value.protocol_type,
-                    [(value.protocol or "", mv.subscription)],
+                    stored.protocol_type,
+                    [(stored.protocol or "", mv.subscription)],
                     mv.assignment,
                     heartbeat_deadline=now + mv.session_timeout_ms,
                 )
