@@ -59,6 +59,11 @@ class FrameError(Exception):
     """The connection's bytes are not Kafka requests: it is closed."""
 
 
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka answers by closing the connection (a failed
+    acks=0 produce)."""
+
+
 class KafkaListener:
     def __init__(
         self,
@@ -120,6 +125,8 @@ class KafkaListener:
         except FrameError as err:
             self.closed_connections += 1
             log.info("closing Kafka connection from %s: %s", conn.peer_host, err)
+        except CloseConnection as err:
+            log.debug("closing Kafka connection from %s: %s", conn.peer_host, err)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
