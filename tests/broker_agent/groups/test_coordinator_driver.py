@@ -47,7 +47,11 @@ class Metadata:
                 )
             )
         )
-        self.apply(md.MetadataRecord(unfence_broker=md.UnfenceBrokerRecord(broker_id=BROKER, broker_epoch=1)))
+        self.apply(
+            md.MetadataRecord(
+                unfence_broker=md.UnfenceBrokerRecord(broker_id=BROKER, broker_epoch=1)
+            )
+        )
         self.apply(md.MetadataRecord(topic=md.TopicRecord(name="orders", topic_id=DATA_ID)))
         self.apply(
             md.MetadataRecord(
