@@ -333,17 +333,20 @@ def consume_committing(
     return got
 
 
-def test_offsets_survive_a_kill_of_the_coordinators_broker(cluster: Cluster) -> None:
-    topic = new_topic(cluster, "failover", partitions=3)
-    group = "failover-group"
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_offsets_survive_the_coordinators_broker_going(cluster: Cluster, how: str) -> None:
+    """kill -9 (leadership moves once the controller fences the broker) and a
+    controlled shutdown (SIGTERM: the controller moves leadership first)."""
+    topic = new_topic(cluster, f"failover-{how}", partitions=3)
+    group = f"failover-group-{how}"
     values = produce(cluster, topic, 300)
     first = consume_committing(cluster, group, topic, 150)
     assert len(first) == 150
     coordinator = find_coordinator(cluster, group)
     proc = cluster.brokers[coordinator]
     assert proc.popen is not None
-    proc.popen.send_signal(signal.SIGKILL)
-    proc.popen.wait(10)
+    proc.popen.send_signal(getattr(signal, how))
+    proc.popen.wait(30)
     try:
         survivor = next(b for b in BROKERS if b != coordinator)
         wait_for(
