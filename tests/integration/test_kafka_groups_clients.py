@@ -537,3 +537,39 @@ def test_no_record_is_read_twice_across_rebalances_by_committing_members(
             m.leave()
     read = [v for m in members + done for v in m.got]
     assert sorted(read) == sorted(values)  # each record once, across three rebalances
+
+
+# ------------------------------------------------------------------ kafka-python
+
+
+def test_kafka_python_group_consumer_commits_and_resumes(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer
+
+    topic = new_topic(cluster, "kp-group", partitions=3)
+    values = produce(cluster, topic, 60)
+
+    def read(limit: int) -> list[bytes]:
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap(cluster),
+            group_id="kp-group",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+        )
+        got: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(got) < limit and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500, max_records=10).values():
+                    got += [r.value for r in records]
+                consumer.commit()
+        finally:
+            consumer.close()
+        return got
+
+    first = read(30)
+    rest = read(len(values) - len(first))
+    assert sorted(first + rest) == sorted(values)
+    assert not set(first) & set(rest)
