@@ -317,6 +317,9 @@ class GroupCoordinator:
 
     async def _write(self, write: Write) -> None:
         error = await self.append(write.group_id, write.records)
+        if error is ErrorCode.invalid_commit_offset_size:
+            # A group record over max.message.bytes: Kafka answers UNKNOWN_SERVER_ERROR.
+            error = ErrorCode.unknown_server_error
         for done in write.then:
             if error is ErrorCode.none:
                 self._resolve(done)
