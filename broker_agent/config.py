@@ -35,6 +35,18 @@ Kafka's keys (same meaning, same default):
 ``log.flush.interval.messages``                Long.MAX: no fsync per batch, as in
                                                Kafka: durability comes from replication
 ``log.flush.interval.ms``                      Long.MAX
+``group.min.session.timeout.ms``               6000: the shortest session a group member
+                                               may ask for (INVALID_SESSION_TIMEOUT)
+``group.max.session.timeout.ms``               1800000: the longest
+``group.initial.rebalance.delay.ms``           3000: an empty group waits this long for
+                                               more members before its first rebalance
+``group.max.size``                             Int.MAX: members per group
+``offsets.topic.num.partitions``               50: partitions of ``__consumer_offsets``
+``offsets.topic.replication.factor``           3: capped at the live brokers (a WARN)
+``offsets.retention.minutes``                  10080: an empty group's offsets expire
+``offsets.commit.timeout.ms``                  5000: an offsets write waits this long
+                                               for acks=all
+``offset.metadata.max.bytes``                  4096: a commit's metadata string
 =============================================  =========================================
 
 Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
@@ -129,6 +141,15 @@ KEYS: tuple[str, ...] = (
     "log.retention.bytes",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.initial.rebalance.delay.ms",
+    "group.max.size",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.retention.minutes",
+    "offsets.commit.timeout.ms",
+    "offset.metadata.max.bytes",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -158,6 +179,16 @@ _INTS: dict[str, IntSpec] = {
     "log.retention.bytes": IntSpec("log_retention_bytes", -1, -1, LONG_MAX),
     "log.flush.interval.messages": IntSpec("log_flush_interval_messages", LONG_MAX, 1, LONG_MAX),
     "log.flush.interval.ms": IntSpec("log_flush_interval_ms", LONG_MAX, 0, LONG_MAX),
+    # The group coordinator (broker_agent/groups), Kafka's names and defaults.
+    "group.min.session.timeout.ms": IntSpec("group_min_session_timeout_ms", 6_000, 0),
+    "group.max.session.timeout.ms": IntSpec("group_max_session_timeout_ms", 1_800_000, 0),
+    "group.initial.rebalance.delay.ms": IntSpec("group_initial_rebalance_delay_ms", 3_000, 0),
+    "group.max.size": IntSpec("group_max_size", 2**31 - 1, 1),
+    "offsets.topic.num.partitions": IntSpec("offsets_topic_num_partitions", 50, 1),
+    "offsets.topic.replication.factor": IntSpec("offsets_topic_replication_factor", 3, 1),
+    "offsets.retention.minutes": IntSpec("offsets_retention_minutes", 7 * 24 * 60, 1),
+    "offsets.commit.timeout.ms": IntSpec("offsets_commit_timeout_ms", 5_000, 1),
+    "offset.metadata.max.bytes": IntSpec("offset_metadata_max_bytes", 4096, 0),
 }
 
 
@@ -198,6 +229,15 @@ class BrokerConfig:
     log_level: str
     socket_request_max_bytes: int = 104_857_600
     connections_max_idle_ms: int = 600_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2**31 - 1
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_commit_timeout_ms: int = 5_000
+    offset_metadata_max_bytes: int = 4096
     tls: TlsSettings | None = None
     metrics_tls: MetricsTls | None = None
     # (name, endpoint) of every Kafka listener, and what each is advertised as.

@@ -19,6 +19,7 @@ from pathlib import Path
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.groups.metrics import GroupMetrics
 from broker_agent.isr_changer import AdminIsrChanger
 from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
 from broker_agent.kafka.metrics import KafkaRequestMetrics
@@ -185,6 +186,8 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
     kafka = KafkaServer(config, agent, replicas=agent.replicas)
     kafka.apis.observe = KafkaRequestMetrics(metrics.registry, kafka.listeners).observe
+    if kafka.groups is not None:
+        GroupMetrics(metrics.registry, kafka.groups)
     try:
         kafka_at = await kafka.start()
     except ListenerError as err:

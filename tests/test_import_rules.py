@@ -67,6 +67,11 @@ RULES = {
         ("quorum.server", "quorum.controller", "quorum.raft.node", "broker_agent.kafka", "grpc"),
         allowed=("quorum.controller.metadata_image",),
     ),
+    "the group coordinator uses partitions and the image's read side, never server or grpc": Rule(
+        ("broker_agent/groups/",),
+        ("quorum.server", "quorum.controller", "quorum.raft.node", "grpc", "broker_agent.kafka"),
+        allowed=("quorum.controller.metadata_image",),
+    ),
     "analytics reads exports, never live internals": Rule(
         ("analytics/",), ("quorum.server", "quorum.controller.controller", "broker_agent")
     ),

@@ -18,8 +18,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_agent.groups.coordinator import GroupCoordinator
 from broker_agent.kafka import codec
 from broker_agent.kafka.authz import KafkaAuthorizer
+from broker_agent.kafka.group_apis import CLIENT_ID, GroupApis
 from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
@@ -45,6 +47,7 @@ class KafkaApis:
         replicas: ReplicaManager | None,
         producer_ids: ProducerIdSource | None,
         authorizer: KafkaAuthorizer | None = None,
+        groups: GroupCoordinator | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -64,11 +67,13 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+        self._handlers.update(GroupApis(node_id, image, groups, self.authz).handlers())
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)
         self.requests[name] = self.requests.get(name, 0) + 1
         log.debug("%s v%d from %s", name, request.api_version, request.client_id)
+        CLIENT_ID.set(request.client_id or "")
         started = time.monotonic()
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
         if self.observe is not None:

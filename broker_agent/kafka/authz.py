@@ -10,6 +10,7 @@ or User:ANONYMOUS) and its host. What each request needs, as Kafka's KafkaApis a
     Metadata, ListOffsets    DESCRIBE on the topic
     OffsetsForLeaderEpoch    DESCRIBE on the topic (a follower: CLUSTER_ACTION)
     InitProducerId           IDEMPOTENT_WRITE on the cluster, or WRITE on any topic
+    the group APIs           see broker_agent/kafka/group_apis.py
 
 Without `authorizer.class.name` everything is allowed, as in Kafka.
 """
@@ -42,6 +43,9 @@ class KafkaAuthorizer:
 
     def topic(self, conn: Connection, topic: str, operation: Operation) -> bool:
         return self._allowed(conn, Action(ResourceType.TOPIC, topic, operation))
+
+    def group(self, conn: Connection, group_id: str, operation: Operation) -> bool:
+        return self._allowed(conn, Action(ResourceType.GROUP, group_id, operation))
 
     def cluster(self, conn: Connection, operation: Operation) -> bool:
         return self._allowed(conn, Action(ResourceType.CLUSTER, CLUSTER_NAME, operation))

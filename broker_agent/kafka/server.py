@@ -13,6 +13,8 @@ import ssl
 
 from broker_agent.agent import BrokerAgent
 from broker_agent.config import BrokerConfig, KafkaTls
+from broker_agent.groups.coordinator import GroupCoordinator, OffsetsTopicConfig
+from broker_agent.groups.group import GroupConfig
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import KafkaListener
@@ -23,6 +25,7 @@ from quorum.common.tls import SSL, ClientAuth
 from quorum.gen import admin_pb2 as api
 
 log = logging.getLogger("broker_agent.kafka")
+TOPIC_ALREADY_EXISTS = 36
 
 
 class KafkaServer:
@@ -41,6 +44,7 @@ class KafkaServer:
             )
             return reply.producer_id_start, reply.producer_id_len
 
+        self.groups = group_coordinator(config, agent, replicas) if replicas is not None else None
         self.apis = KafkaApis(
             config.node_id,
             agent.cluster_id,
@@ -48,6 +52,7 @@ class KafkaServer:
             replicas,
             ProducerIdSource(allocate),
             KafkaAuthorizer(config.authorizer, lambda: agent.image),
+            self.groups,
         )
         self.listeners = [
             KafkaListener(
@@ -63,6 +68,8 @@ class KafkaServer:
 
     async def start(self) -> list[str]:
         """Bind every listener; raises ListenerError naming the one that cannot bind."""
+        if self.groups is not None:
+            await self.groups.start()
         bound = []
         for listener in self.listeners:
             if self.config.listener_protocols.get(listener.name) == SSL:
@@ -82,6 +89,54 @@ class KafkaServer:
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.stop()
+        if self.groups is not None:
+            await self.groups.stop()
+
+
+def group_coordinator(
+    config: BrokerConfig, agent: BrokerAgent, replicas: ReplicaManager
+) -> GroupCoordinator:
+    """The broker's group coordinator; it creates `__consumer_offsets` through the
+    controller's CreateTopics (an existing topic is fine: another broker won)."""
+
+    async def create_topic(name: str, partitions: int, rf: int, configs: dict[str, str]) -> None:
+        reply = await agent.client.admin(
+            "CreateTopics",
+            api.CreateTopicsRequest(
+                topics=[
+                    api.CreatableTopic(
+                        name=name,
+                        num_partitions=partitions,
+                        replication_factor=rf,
+                        configs=configs,
+                    )
+                ]
+            ),
+            deadline_s=10,
+        )
+        for result in reply.topics:
+            if result.error.error_code not in (0, TOPIC_ALREADY_EXISTS):
+                raise RuntimeError(f"{result.error.error_name}: {result.error.message}")
+
+    return GroupCoordinator(
+        config.node_id,
+        replicas,
+        lambda: agent.image,
+        create_topic,
+        OffsetsTopicConfig(
+            num_partitions=config.offsets_topic_num_partitions,
+            replication_factor=config.offsets_topic_replication_factor,
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
+        ),
+        GroupConfig(
+            min_session_timeout_ms=config.group_min_session_timeout_ms,
+            max_session_timeout_ms=config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            max_size=config.group_max_size,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+        ),
+    )
 
 
 _VERIFY = {

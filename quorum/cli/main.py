@@ -20,6 +20,7 @@ from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.endpoints import endpoint_group, rpc_failure
 from quorum.cli.features import features_group
+from quorum.cli.groups import groups_group
 from quorum.cli.log_export import export_command
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
@@ -59,6 +60,7 @@ cli.add_command(topics_group)
 cli.add_command(configs_group)
 cli.add_command(acls_group)
 cli.add_command(brokers_group)
+cli.add_command(groups_group)
 cli.add_command(elect_leaders)
 cli.add_command(features_group)
 cli.add_command(log_group)

@@ -46,6 +46,41 @@ REQUESTS: dict[ApiKey, dict[str, Any]] = {
         "transactional_id": None, "transaction_timeout": 1000, "producer_id": -1,
         "producer_epoch": -1,
     },
+    # The group APIs (broker_agent/kafka/group_apis.py).
+    ApiKey.FIND_COORDINATOR: {"key": "g", "key_type": 0, "coordinator_keys": ["g", "h"]},
+    ApiKey.JOIN_GROUP: {
+        "group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"m"}], "reason": None,
+    },
+    ApiKey.SYNC_GROUP: {
+        "group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": "m", "assignment": b"a"}],
+    },
+    ApiKey.HEARTBEAT: {"group_id": "g", "generation_id": 1, "member_id": "m",
+                       "group_instance_id": None},
+    ApiKey.LEAVE_GROUP: {"group_id": "g", "member_id": "m",
+                         "members": [{"member_id": "m", "group_instance_id": None,
+                                      "reason": None}]},
+    ApiKey.OFFSET_COMMIT: {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None, "retention_time": -1,
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+             "committed_metadata": None}]}],
+    },
+    ApiKey.OFFSET_FETCH: {
+        "group_id": "g", "topics": [{"name": "orders", "partition_indexes": [0]}],
+        "groups": [{"group_id": "g", "member_id": None, "member_epoch": -1,
+                    "topics": [{"name": "orders", "partition_indexes": [0]}]}],
+        "require_stable": False,
+    },
+    ApiKey.DESCRIBE_GROUPS: {"groups": ["g"], "include_authorized_operations": False},
+    ApiKey.LIST_GROUPS: {"states_filter": [], "types_filter": []},
+    ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
+    ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [{"name": "orders",
+                                                        "partitions": [{"partition_index": 0}]}]},
 }  # fmt: skip
 
 

@@ -69,13 +69,37 @@ def test_every_served_version_round_trips_through_its_handler(api: ApiKey, versi
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
     elif api == ApiKey.INIT_PRODUCER_ID:
         assert answer.error_code == ErrorCode.coordinator_not_available
+    elif api in GROUP_ANSWERS:  # no group coordinator here
+        assert GROUP_ANSWERS[api](answer, version) == ErrorCode.coordinator_not_available
     else:
         assert answer.error_code == ErrorCode.none
 
 
+GROUP_ANSWERS: dict[ApiKey, Any] = {
+    ApiKey.FIND_COORDINATOR: lambda a, v: a.coordinators[1].error_code if v >= 4 else a.error_code,
+    ApiKey.JOIN_GROUP: lambda a, v: a.error_code,
+    ApiKey.SYNC_GROUP: lambda a, v: a.error_code,
+    ApiKey.HEARTBEAT: lambda a, v: a.error_code,
+    ApiKey.LEAVE_GROUP: lambda a, v: a.error_code,
+    ApiKey.OFFSET_COMMIT: lambda a, v: a.topics[0].partitions[0].error_code,
+    ApiKey.OFFSET_FETCH: lambda a, v: (
+        a.groups[0].error_code if v >= 8
+        else a.error_code if v >= 2
+        else a.topics[0].partitions[0].error_code
+    ),
+    ApiKey.DESCRIBE_GROUPS: lambda a, v: a.groups[0].error_code,
+    ApiKey.LIST_GROUPS: lambda a, v: (
+        ErrorCode.coordinator_not_available if a.groups == () else a.error_code
+    ),
+    ApiKey.DELETE_GROUPS: lambda a, v: a.results[0].error_code,
+    ApiKey.OFFSET_DELETE: lambda a, v: a.error_code,
+}  # fmt: skip
+
+
 def test_is_served_follows_the_table() -> None:
     assert is_served(ApiKey.PRODUCE, 9) and not is_served(ApiKey.PRODUCE, 2)
-    assert not is_served(11, 0)  # JoinGroup
+    assert not is_served(ApiKey.JOIN_GROUP, 10) and not is_served(ApiKey.OFFSET_COMMIT, 1)
+    assert not is_served(57, 0)  # UpdateFeatures
     assert not is_served(-1, 0) and not is_served(9999, 0)
 
 

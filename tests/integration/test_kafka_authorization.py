@@ -54,6 +54,10 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             acl(cluster, f"User:CN=broker-{b}", "cluster-action", "--cluster")
         acl(cluster, "User:CN=writer", "write", "--topic", TOPIC)
         acl(cluster, "User:CN=reader", "read", "--topic", TOPIC)
+        # librdkafka finds its group's coordinator even for assign(): FindCoordinator
+        # needs DESCRIBE on the group (implied by READ), as on Kafka.
+        for who in ("reader", "writer"):
+            acl(cluster, f"User:CN={who}", "read", "--group", "unused")
         ssl_ports = {b: free_port() for b in BROKERS}
         plaintext_ports = {b: free_port() for b in BROKERS}
         for b in BROKERS:
