@@ -44,6 +44,26 @@ class LogConfig:
     min_insync_replicas: int = 1
     flush_interval_messages: int = 2**63 - 1
     flush_interval_ms: int = 2**63 - 1
+    # Compaction (Kafka's topic configs and defaults; see log_cleaner.py).
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in _policies(self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size applies (`delete`, or `compact,delete`)."""
+        return "delete" in _policies(self.cleanup_policy)
+
+
+def _policies(value: str) -> set[str]:
+    return {p.strip().lower() for p in value.split(",")}
 
 
 def directory_name(topic: str, partition: int) -> str:
@@ -54,7 +74,10 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
         self.directory = directory
         self.config = config
-        self.store = FileLogStore(directory, segment_bytes=min(config.segment_bytes, 2**31 - 1))
+        # Offset gaps: compaction removes records, and followers copy the gaps.
+        self.store = FileLogStore(
+            directory, segment_bytes=min(config.segment_bytes, 2**31 - 1), offset_gaps=True
+        )
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._checkpointed_hw = -1
@@ -142,7 +165,7 @@ class PartitionLog:
         """Append a leader's Fetch answer as it came (offsets and epochs already set);
         the number of batches appended. Raises InvalidRecordBatch or ValueError
         (batches not following on from the log end) before appending anything."""
-        batches = split_batches(data)
+        batches = split_batches(data, allow_empty=True)
         stored = [
             self._opaque(h.base_offset, h.partition_leader_epoch, raw, h) for h, raw in batches
         ]
@@ -174,6 +197,17 @@ class PartitionLog:
         self.store.flush(self.store.end_offset)
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Kafka's `segment.ms`: a non-empty active segment whose first batch is
+        that old is closed, so the cleaner (or retention) can reach its records."""
+        active = self.store.segments[-1]
+        if active.size_bytes == 0:
+            return False
+        first = self.store.read(active.base_offset, 1)
+        if not first or now_ms - first[0].append_time_ms < self.config.segment_ms:
+            return False
+        return self.store.roll()
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log to end at `offset` (a batch it falls inside goes whole);
@@ -211,6 +245,8 @@ class PartitionLog:
     def apply_retention(self, now_ms: int, high_watermark: int) -> int:
         """Kafka's `retention.ms` and `retention.bytes`: drop whole segments wholly
         below the HW (never the active one), oldest first; the new log start."""
+        if not self.config.delete:
+            return self.log_start_offset  # cleanup.policy=compact: only the cleaner removes
         segments = self.store.segments
         total = sum(s.size_bytes for s in segments)
         new_start = self.log_start_offset

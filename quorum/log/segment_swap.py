@@ -1,0 +1,91 @@
+"""Replacing a run of segments with one rewritten segment, crash-safely (Kafka's
+`.cleaned` / `.swap` protocol, used by the data plane's log cleaner).
+
+The replacement for the segments with base offsets in [base, end) is written as
+
+    <base>.log.<end>.cleaned    written and fsync'd; a crash leaves the old segments
+    <base>.log.<end>.swap       renamed from .cleaned, directory fsync'd: the commit point
+    <base>.log                  the old segments in (base, end) deleted, then the swap
+                                renamed over the old first segment, directory fsync'd
+
+so a crash at any point leaves either the old segments or the new one, never a
+mix: on open, `complete_interrupted_swaps` deletes every `.cleaned` file (the
+swap never committed) and finishes every `.swap` (it did). The replaced range's
+end is in the file name because the rewritten segment may end earlier than the
+segments it replaces (compaction leaves offset gaps), so its own batches cannot
+say which old segments it covers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from quorum.log.fsutil import fsync_dir
+from quorum.log.segment import index_file_name, log_file_name, parse_log_file_name
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_PENDING = re.compile(r"^(\d{20})\.log\.(\d{20})\.(cleaned|swap)$")
+
+
+def cleaned_file_name(base_offset: int, end_offset: int) -> str:
+    return f"{log_file_name(base_offset)}.{end_offset:020d}{CLEANED_SUFFIX}"
+
+
+def swap_file_name(base_offset: int, end_offset: int) -> str:
+    return f"{log_file_name(base_offset)}.{end_offset:020d}{SWAP_SUFFIX}"
+
+
+def commit_swap(directory: Path, base_offset: int, end_offset: int) -> Path:
+    """The .cleaned file (already fsync'd) becomes the .swap file: from now on a
+    crash completes the replacement. Returns the swap file's path."""
+    swap = directory / swap_file_name(base_offset, end_offset)
+    os.rename(directory / cleaned_file_name(base_offset, end_offset), swap)
+    fsync_dir(directory)
+    return swap
+
+
+def finish_swap(
+    directory: Path,
+    base_offset: int,
+    end_offset: int,
+    hook: Callable[[str], None] | None = None,
+) -> Path:
+    """Delete the replaced segments and move the swap file into place (idempotent:
+    recovery calls it again after a crash part-way). Returns the new segment's path."""
+    for name in os.listdir(directory):
+        base = parse_log_file_name(name)
+        if base is not None and base_offset < base < end_offset:
+            (directory / name).unlink(missing_ok=True)
+            (directory / index_file_name(base)).unlink(missing_ok=True)
+            if hook:
+                hook("deleted-old")
+    target = directory / log_file_name(base_offset)
+    os.rename(directory / swap_file_name(base_offset, end_offset), target)
+    # The old first segment's index describes the old file; it is rebuilt on open.
+    (directory / index_file_name(base_offset)).unlink(missing_ok=True)
+    fsync_dir(directory)
+    if hook:
+        hook("renamed")
+    return target
+
+
+def complete_interrupted_swaps(directory: Path) -> list[str]:
+    """On open: drop uncommitted rewrites, finish committed ones. The names acted on."""
+    done: list[str] = []
+    for name in sorted(os.listdir(directory)):
+        match = _PENDING.match(name)
+        if match is None:
+            continue
+        base, end, kind = int(match.group(1)), int(match.group(2)), match.group(3)
+        if kind == "cleaned":
+            (directory / name).unlink()
+        else:
+            finish_swap(directory, base, end)
+        done.append(name)
+    if done:
+        fsync_dir(directory)
+    return done
