@@ -167,6 +167,16 @@ def rewrite_batch(
     return prefix + tail + records
 
 
+def keyless_record(batch: bytes) -> bool:
+    """Whether a produced batch holds a record without a key (refused by a
+    compacted topic, as Kafka does). A codec this broker cannot read says no."""
+    try:
+        _, records = records_of(batch)
+    except UnsupportedCompression:
+        return False
+    return any(r.key is None for r in records)
+
+
 def _decompressed(header: RecordBatchHeader, data: bytes) -> bytes:
     codec = header.attributes & COMPRESSION_MASK
     if codec == 0:

@@ -81,7 +81,11 @@ class Stored:
 def read_all(plog: PartitionLog, from_offset: int = 0) -> list[Stored]:
     """Every record from `from_offset` as a consumer would fetch it, each batch's
     CRC checked by kio's reader."""
-    data = plog.read(from_offset, 1 << 30, plog.log_end_offset)
+    return records_in(plog.read(from_offset, 1 << 30, plog.log_end_offset))
+
+
+def records_in(data: bytes) -> list[Stored]:
+    """The records of a Fetch answer's record set (kio's reader checks each CRC)."""
     out: list[Stored] = []
     position = 0
     while position < len(data):

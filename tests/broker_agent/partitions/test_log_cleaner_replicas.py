@@ -1,0 +1,105 @@
+"""Compaction on replica managers with real logs: the leader and its followers
+clean independently, consumers read across the gaps, and a follower that joins
+after the leader cleaned copies the compacted log without truncating anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cleaner_helpers import Stored, latest_per_key, make_batch, records_in
+from kio.schema.errors import ErrorCode
+from partitions_cluster import Cluster, eventually, run
+
+from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.replica_manager import ReplicaManager
+
+T = "changelog"
+KEYS = 30
+
+
+async def produce_updates(leader: ReplicaManager, rounds: int, first_round: int = 0) -> None:
+    for r in range(first_round, first_round + rounds):
+        for k in range(KEYS):
+            value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
+            batch = make_batch([(b"key-%d" % k, value)])
+            result = await leader.append(T, 0, batch, 1, 1_000)
+            assert result.error is ErrorCode.none, result
+
+
+def stored(manager: ReplicaManager) -> list[Stored]:
+    """A replica's own log (followers serve no consumers)."""
+    plog = manager.partition_state(T, 0).log
+    return records_in(plog.read(0, 1 << 30, plog.log_end_offset))
+
+
+async def everything(manager: ReplicaManager, offset: int = 0) -> bytes:
+    out = b""
+    while offset < manager.high_watermark(T, 0):
+        results = await manager.fetch(-1, 0, 1, 1 << 20, [FetchPartition(T, 0, offset)])
+        records = results[0].records
+        if not records:
+            break
+        out += records
+        offset = records_in(records)[-1].offset + 1 if records_in(records) else offset + 1
+    return out
+
+
+def test_replicas_compact_independently_and_consumers_see_the_gaps(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0, 1), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0.1",
+        )  # fmt: skip
+        leader, follower = cluster.brokers[0], cluster.brokers[1]
+        await produce_updates(leader, rounds=20)
+        end = leader.log_end_offset(T, 0)
+        await eventually(lambda: follower.log_end_offset(T, 0) == end, "follower caught up")
+        await eventually(lambda: leader.high_watermark(T, 0) == end, "HW at the log end")
+        before = records_in(await everything(leader))
+        assert len(before) == 20 * KEYS
+
+        assert await leader.cleaner.clean_once()
+        after = records_in(await everything(leader))
+        active_base = leader.partition_state(T, 0).log.store.segments[-1].base_offset
+        assert len([r for r in after if r.offset < active_base]) <= KEYS
+        assert latest_per_key(after) == latest_per_key(before)
+        offsets = [r.offset for r in after]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == end - 1
+        assert offsets[0] > 0  # a gap where superseded records were
+        # A consumer fetching from inside a gap gets the next surviving record.
+        first = records_in(await everything(leader, 1))
+        assert first[0].offset >= 1 and first == [r for r in after if r.offset >= first[0].offset]
+        # The follower has not cleaned: replicas may differ in superseded records...
+        assert len(stored(follower)) == 20 * KEYS
+        # ...and agree on every key's latest (offset, value) once it has.
+        assert await follower.cleaner.clean_once()
+        assert latest_per_key(stored(follower)) == latest_per_key(after)
+        assert leader.cleaner.stats.runs == 1 and leader.cleaner.stats.records_removed > 0
+
+        # Broker 2 joins after the cleaning: it copies the compacted log, gaps and all.
+        cluster.controller.change(T, 0, replicas=(0, 1, 2))
+        joined = cluster.brokers[2]
+        await eventually(lambda: joined.log_end_offset(T, 0) == end, "new follower caught up")
+        assert stored(joined) == after
+        # Production goes on, and every replica keeps appending after the gaps.
+        await produce_updates(leader, rounds=1, first_round=20)
+        end = leader.log_end_offset(T, 0)
+        for manager in cluster.brokers.values():
+            await eventually(lambda m=manager: m.log_end_offset(T, 0) == end, "replicated")
+
+    run(scenario, tmp_path)
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, cleanup_policy="compact")
+        cluster.create_topic("plain")
+        leader = cluster.brokers[0]
+        keyless = make_batch([(b"k", b"v"), (None, b"no key")])
+        result = await leader.append(T, 0, keyless, 1, 1_000)
+        assert result.error is ErrorCode.invalid_record
+        assert "without key" in (result.error_message or "")
+        assert leader.log_end_offset(T, 0) == 0
+        assert (await leader.append("plain", 0, keyless, 1, 1_000)).error is ErrorCode.none
+
+    run(scenario, tmp_path)
