@@ -49,12 +49,11 @@ from broker_agent.partitions.record_codec import (
 )
 from quorum.log.batch_format import OpaqueBatch, encode_batch_parts
 from quorum.log.file_log import SegmentInfo
-from quorum.log.fsutil import sync_file, write_atomically, writev_all
+from quorum.log.fsutil import sync_file, writev_all
 from quorum.log.segment_swap import cleaned_file_name
 
 log = logging.getLogger(__name__)
 
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 STEP_BYTES = 1 << 20
 Hook = Callable[[str], None]
 
@@ -114,18 +113,11 @@ class RoundResult:
     earliest_horizon_ms: int | None = None
 
 
-def read_checkpoint(plog: PartitionLog) -> int:
-    try:
-        return int((plog.directory / CLEANER_CHECKPOINT).read_text().strip())
-    except (OSError, ValueError):
-        return -1
-
-
 def cleanable_range(plog: PartitionLog, high_watermark: int, now_ms: int) -> CleanableRange:
     """Step 1: which whole segments are dirty and may be cleaned now."""
     segments = plog.store.segments
     start = plog.log_start_offset
-    first_dirty = read_checkpoint(plog)
+    first_dirty = plog.cleaner_checkpoint()
     if not start <= first_dirty <= plog.log_end_offset:
         first_dirty = start
     lag = plog.config.min_compaction_lag_ms
@@ -213,11 +205,16 @@ class LogCleaner:
         """One round as steps: each yields the bytes it read (for the throttle)."""
         started = time.monotonic()
         cleanable = cleanable_range(plog, high_watermark, now_ms)
+        segments = plog.store.segments
         offsets = self.offset_map()
         map_end = yield from self._build_map(plog, cleanable, offsets)
         result.map_end = map_end
         self.stats.last_buffer_utilization = offsets.size / offsets.slots
-        groups = _groups(plog.store.segments, max(map_end, cleanable.first_dirty), plog)
+        if plog.store.segments[: len(segments) - 1] != segments[:-1]:
+            result.aborted = True  # truncated, reset or retained while mapping
+            self.stats.aborted_rounds += 1
+            return
+        groups = _groups(segments, max(map_end, cleanable.first_dirty), plog)
         for group, end in groups:
             swapped = yield from self._clean_group(
                 plog, group, end, offsets, map_end, now_ms, producers, result, hook
@@ -227,7 +224,7 @@ class LogCleaner:
                 self.stats.aborted_rounds += 1
                 return
             result.cleaned = True
-        write_atomically(plog.directory / CLEANER_CHECKPOINT, b"%d\n" % map_end)
+        plog.write_cleaner_checkpoint(map_end)
         if result.earliest_horizon_ms is None:
             self.horizons.pop(plog.directory, None)
         else:

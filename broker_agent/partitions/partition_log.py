@@ -31,6 +31,7 @@ from quorum.raft.records import SnapshotId
 
 KAFKA_DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 HW_CHECKPOINT = "high-watermark.checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # the first dirty offset (log_cleaner.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +215,8 @@ class PartitionLog:
         below the log start, start over empty at `offset`."""
         if offset >= self.log_end_offset:
             return
+        if self.cleaner_checkpoint() > offset:
+            self.write_cleaner_checkpoint(offset)  # what follows is new, hence dirty
         if offset <= self.log_start_offset:
             self.reset_to(offset)
             return
@@ -265,6 +268,16 @@ class PartitionLog:
         if new_start > self.log_start_offset:
             self.advance_log_start(new_start)
         return self.log_start_offset
+
+    def cleaner_checkpoint(self) -> int:
+        """Where the cleaner's last round stopped mapping; -1 if it never ran."""
+        try:
+            return int((self.directory / CLEANER_CHECKPOINT).read_text().strip())
+        except (OSError, ValueError):
+            return -1
+
+    def write_cleaner_checkpoint(self, offset: int) -> None:
+        write_atomically(self.directory / CLEANER_CHECKPOINT, b"%d\n" % offset)
 
     def load_high_watermark(self) -> int:
         """The HW last checkpointed (Kafka's replication-offset-checkpoint), capped

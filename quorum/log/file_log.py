@@ -356,6 +356,9 @@ class FileLogStore:
                 or following[0].base_offset != end_offset
             ):  # fmt: skip
                 return False
+            # The rewritten segment may hold no batch of an epoch any more: only
+            # the stored cache will say where that epoch began after a restart.
+            self._epochs.persist_if_dirty()
             commit_swap(self.directory, base, end_offset)
             if hook:
                 hook("committed")

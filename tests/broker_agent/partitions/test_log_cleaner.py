@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from cleaner_helpers import (
@@ -19,11 +21,13 @@ from cleaner_helpers import (
 from broker_agent.partitions.log_cleaner import (
     CleanerConfig,
     LogCleaner,
+    RoundResult,
     cleanable_range,
     should_clean,
 )
 from broker_agent.partitions.partition_log import PartitionLog
 from broker_agent.partitions.record_batch import split_batches
+from broker_agent.partitions.record_codec import records_of, rewrite_batch
 
 NOW = BASE_TIME_MS + 1_000
 
@@ -196,3 +200,81 @@ def test_policy_delete_is_not_cleaned_and_compact_is_not_retained(tmp_path: Path
     assert start == 0 and len(read_all(compacted)) == 6
     both = open_log(tmp_path / "t-2", compact_config(cleanup_policy="compact,delete"))
     assert both.config.compact and both.config.delete
+
+
+def test_a_round_whose_log_changed_is_dropped(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    fill(plog, rounds=10, keys=7)
+    before = read_all(plog)
+    for while_writing in (False, True):  # while mapping keys; while rewriting a group
+        copy = tmp_path / f"copy-{while_writing}"
+        shutil.copytree(plog.directory, copy)
+        log = open_log(copy)
+        result = RoundResult()
+        steps = LogCleaner().clean_steps(log, log.log_end_offset, NOW, producers_of(log), result)
+        next(steps)
+        while while_writing and result.bytes_read == 0:
+            next(steps)
+        log.reset_to(log.log_end_offset)  # a follower far behind its leader's log start
+        for _ in steps:
+            pass
+        assert result.aborted and not result.cleaned
+        assert not [p for p in copy.iterdir() if p.suffix in (".cleaned", ".swap")]
+        assert read_all(log) == [] and log.log_start_offset == len(before)
+        log.close()
+    # And a truncation below the cleaner's checkpoint makes what follows dirty again.
+    other = open_log(tmp_path / "t-1")
+    fill(other, rounds=4, keys=5)
+    clean(other)
+    assert other.cleaner_checkpoint() == other.store.segments[-1].base_offset
+    other.truncate_to(17)
+    assert other.cleaner_checkpoint() == 17
+
+
+def test_leader_epochs_survive_cleaning_and_reopening(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    for epoch in range(4):  # every key rewritten in each epoch: epochs 0-2 vanish
+        for k in range(6):
+            plog.append_as_leader(
+                split_batches(make_batch([(b"k%d" % k, b"e%d" % epoch)])), epoch, NOW
+            )
+    produce(plog, make_batch([(b"tail", b"x")]), epoch=3)
+    plog.store.roll()
+    entries = plog.epoch_entries
+    clean(plog)
+    assert [r.value for r in read_all(plog)] == [b"e3"] * 6 + [b"x"]
+    assert plog.epoch_entries == entries
+    plog.close()
+    reopened = open_log(tmp_path / "t-0")
+    assert reopened.epoch_entries == entries  # epochs 0-2 have no batch left
+    assert reopened.end_offset_for_epoch(1).end_offset == 12
+
+
+def test_segment_ms_rolls_the_active_segment(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=1 << 20, segment_ms=60_000))
+    produce(plog, make_batch([(b"k", b"1")]))
+    assert not plog.maybe_roll(BASE_TIME_MS + 59_999)
+    assert plog.maybe_roll(BASE_TIME_MS + 60_000)
+    assert len(plog.store.segments) == 2 and plog.store.segments[-1].size_bytes == 0
+    assert not plog.maybe_roll(BASE_TIME_MS + 10**9)  # an empty active segment stays
+
+
+def test_gzip_batches_are_rewritten_compressed(tmp_path: Path) -> None:
+    plog = open_log(tmp_path / "t-0")
+    for r in range(5):
+        records = [(b"k%d" % k, b"r%d" % r * 30) for k in range(8)]
+        produce(plog, gzip_batch(make_batch(records)))
+    plog.store.roll()
+    clean(plog)
+    data = plog.read(0, 1 << 30, plog.log_end_offset)
+    headers = [h for h, _ in split_batches(data, allow_empty=True)]
+    assert all(h.attributes & 0x07 == 1 for h in headers)
+    _, records = records_of(data)
+    assert {(r.key, r.offset) for r in records} == {(b"k%d" % k, 32 + k) for k in range(8)}
+
+
+def gzip_batch(batch: bytes) -> bytes:
+    """The same records, gzip-compressed (attributes bit 0), CRC recomputed."""
+    header, records = records_of(batch)
+    gz = replace(header, attributes=header.attributes | 1)
+    return rewrite_batch(gz, records, None)
