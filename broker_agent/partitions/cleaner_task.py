@@ -84,6 +84,7 @@ class CleanerTask:
             ):
                 best = (cleanable.dirty_ratio, part)
         self.stats.max_dirty_ratio = max_ratio
+        self.stats.last_check_ms = now_ms
         return best[1] if best else None
 
     async def clean_once(self) -> bool:
@@ -114,6 +115,8 @@ class CleanerTask:
                           self.manager.broker_id, name)  # fmt: skip
             self.stats.uncleanable.add(name)
             return False
+        if not result.aborted:
+            self.stats.last_run_end_ms = self.manager.clock()
         if result.cleaned:
             log.info(
                 "broker %d: cleaned %s up to offset %d: %d records removed, %d of %d bytes kept",

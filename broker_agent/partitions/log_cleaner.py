@@ -93,6 +93,7 @@ class CleanerStats:
     records_removed: int = 0
     bytes_removed: int = 0
     last_run_end_ms: int = -1
+    last_check_ms: int = -1  # when the cleaner last looked for work (a dead task shows)
     last_run_seconds: float = 0.0
     max_clean_seconds: float = 0.0
     last_recopy_ratio: float = 0.0

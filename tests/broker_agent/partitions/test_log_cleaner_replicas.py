@@ -4,14 +4,19 @@ after the leader cleaned copies the compacted log without truncating anything.""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from cleaner_helpers import Stored, latest_per_key, make_batch, records_in
 from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, run
 
+from broker_agent.metrics import cleaner_metrics
 from broker_agent.partitions.api import FetchPartition
-from broker_agent.partitions.replica_manager import ReplicaManager
+from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
+from broker_agent.partitions.log_cleaner import CleanerConfig
+from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 
 T = "changelog"
 KEYS = 30
@@ -72,6 +77,7 @@ def test_replicas_compact_independently_and_consumers_see_the_gaps(tmp_path: Pat
         # The follower has not cleaned: replicas may differ in superseded records...
         assert len(stored(follower)) == 20 * KEYS
         # ...and agree on every key's latest (offset, value) once it has.
+        await eventually(lambda: follower.high_watermark(T, 0) == end, "the follower's HW")
         assert await follower.cleaner.clean_once()
         assert latest_per_key(stored(follower)) == latest_per_key(after)
         assert leader.cleaner.stats.runs == 1 and leader.cleaner.stats.records_removed > 0
@@ -101,5 +107,74 @@ def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None
         assert "without key" in (result.error_message or "")
         assert leader.log_end_offset(T, 0) == 0
         assert (await leader.append("plain", 0, keyless, 1, 1_000)).error is ErrorCode.none
+
+    run(scenario, tmp_path)
+
+
+def test_the_cleaner_task_cleans_on_its_own_and_reports(tmp_path: Path) -> None:
+    async def main() -> None:
+        config = ReplicaConfig(
+            log=LogConfig(segment_bytes=2048),
+            tick_interval_ms=20,
+            cleaner=CleanerConfig(backoff_ms=10, dedupe_buffer_size=1 << 16),
+        )
+        manager = ReplicaManager(0, tmp_path / "broker-0", config)
+        await manager.start()
+        try:
+            assignment = PartitionAssignment(T, "id", 0, (0,), (0,), 0, 0, 0)
+            manager.apply_metadata(
+                MetadataView(
+                    (assignment,),
+                    {T: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}},
+                )
+            )
+            await produce_updates(manager, rounds=20)
+            plog = manager.partition_state(T, 0).log
+
+            def compacted() -> bool:
+                active = plog.store.segments[-1].base_offset
+                return len([r for r in stored(manager) if r.offset < active]) <= KEYS
+
+            await eventually(compacted, "the log compacted by the task")
+            values = {
+                m.name: m.samples[0].value
+                for m in cleaner_metrics(manager.cleaner.stats, manager.clock())
+            }
+            assert values["quorum_broker_log_cleaner_runs"] >= 1
+            assert values["quorum_broker_log_cleaner_removed_records"] > 0
+            assert 0 < values["quorum_broker_log_cleaner_recopy_percent"] < 100
+            assert values["quorum_broker_log_cleaner_uncleanable_partitions"] == 0
+            assert values["quorum_broker_log_cleaner_time_since_last_run_seconds"] < 60
+        finally:
+            await manager.close()
+
+    asyncio.run(main())
+
+
+def test_a_failing_round_marks_the_partition_uncleanable_and_it_stays_served(
+    tmp_path: Path,
+) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0,), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0",
+        )  # fmt: skip
+        leader = cluster.brokers[0]
+        await produce_updates(leader, rounds=10)
+        part = leader.partition_state(T, 0)
+        # A map too small for one batch: the round cannot proceed.
+        leader.cleaner.cleaner.config = CleanerConfig(dedupe_buffer_size=24)
+        leader.cleaner.cleaner._map = None
+        big = make_batch([(b"key-%d" % k, b"v") for k in range(5)])
+        assert (await leader.append(T, 0, big, 1, 1_000)).error is ErrorCode.none
+        part.log.store.roll()
+        part.log.write_cleaner_checkpoint(part.log.log_end_offset - 5)  # only that batch dirty
+        assert not await leader.cleaner.clean_once()
+        assert leader.cleaner.stats.uncleanable == {f"{T}-0"}
+        assert leader.cleaner.filthiest(cluster.clock()) is None
+        assert (
+            await leader.append(T, 0, make_batch([(b"k", b"v")]), 1, 1_000)
+        ).error is ErrorCode.none
+        assert len(await everything(leader)) > 0
 
     run(scenario, tmp_path)
