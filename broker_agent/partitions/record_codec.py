@@ -54,8 +54,14 @@ class Record:
     timestamp: int
     key: bytes | None
     tombstone: bool
+    value_span: tuple[int, int]  # where the value sits in `body`
     body: bytes  # attributes .. headers, without the length prefix
     timestamp_span: tuple[int, int]  # where timestampDelta sits in `body`
+
+
+def value_of(record: Record) -> bytes | None:
+    start, end = record.value_span
+    return None if record.tombstone else record.body[start:end]
 
 
 def read_varint(data: bytes | memoryview, position: int) -> tuple[int, int]:
@@ -114,6 +120,7 @@ def records_of(batch: bytes) -> tuple[RecordBatchHeader, list[Record]]:
                 header.base_timestamp + ts_delta,
                 key,
                 value_length < 0,
+                (at, at + max(value_length, 0)),
                 body,
                 (1, ts_end),
             )

@@ -18,6 +18,7 @@ from cleaner_helpers import (
     read_all,
 )
 
+from broker_agent.partitions.compare import compare_compacted
 from broker_agent.partitions.log_cleaner import (
     CleanerConfig,
     LogCleaner,
@@ -278,3 +279,17 @@ def gzip_batch(batch: bytes) -> bytes:
     header, records = records_of(batch)
     gz = replace(header, attributes=header.attributes | 1)
     return rewrite_batch(gz, records, None)
+
+
+def test_compare_compacted_reports_a_different_latest_value(tmp_path: Path) -> None:
+    logs = [open_log(tmp_path / name) for name in ("a-0", "b-0")]
+    for plog in logs:
+        fill(plog, rounds=3, keys=4)
+    clean(logs[0])  # cleaning alone changes no key's latest value
+    produce(logs[1], make_batch([(b"k2", None)]))  # a delete only one replica has
+    produce(logs[0], make_batch([(b"k2", b"other")]))
+    end = logs[0].log_end_offset
+    dirs = [plog.directory for plog in logs]
+    assert compare_compacted(dirs, end - 1) == []
+    problems = compare_compacted(dirs, end)
+    assert len(problems) == 1 and "b'k2'" in problems[0] and "vs none" in problems[0]

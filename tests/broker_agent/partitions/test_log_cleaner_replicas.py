@@ -14,6 +14,7 @@ from partitions_cluster import Cluster, eventually, run
 from broker_agent.metrics import cleaner_metrics
 from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
+from broker_agent.partitions.compare import compare_compacted, compare_replicas, main
 from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
@@ -77,11 +78,16 @@ def test_replicas_compact_independently_and_consumers_see_the_gaps(tmp_path: Pat
         # The follower has not cleaned: replicas may differ in superseded records...
         assert len(stored(follower)) == 20 * KEYS
         # ...and agree on every key's latest (offset, value) once it has.
+        dirs = [m.log_dir / f"{T}-0" for m in (leader, follower)]
+        assert compare_replicas(dirs, end)  # not byte-identical any more...
+        assert compare_compacted(dirs, end) == []  # ...but the same latest values
         await eventually(lambda: follower.high_watermark(T, 0) == end, "the follower's HW")
         assert await follower.cleaner.clean_once()
         assert latest_per_key(stored(follower)) == latest_per_key(after)
+        assert compare_compacted(dirs, end) == []
         assert leader.cleaner.stats.runs == 1 and leader.cleaner.stats.records_removed > 0
 
+        assert main([*map(str, dirs), "--below", str(end), "--compacted"]) == 0
         # Broker 2 joins after the cleaning: it copies the compacted log, gaps and all.
         cluster.controller.change(T, 0, replicas=(0, 1, 2))
         joined = cluster.brokers[2]
