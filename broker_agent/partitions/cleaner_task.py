@@ -72,6 +72,9 @@ class CleanerTask:
         also updates the max dirty ratio the metrics show."""
         best: tuple[float, Partition] | None = None
         max_ratio = 0.0
+        live = {part.log.directory for part in self.manager.partitions.values()}
+        for directory in [d for d in self.cleaner.horizons if d not in live]:
+            del self.cleaner.horizons[directory]  # a deleted partition's
         for part in list(self.manager.partitions.values()):
             name = f"{part.topic}-{part.partition}"
             if not part.log.config.compact or name in self.stats.uncleanable:

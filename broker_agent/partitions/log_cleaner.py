@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -202,7 +202,7 @@ class LogCleaner:
         producers: ProducerStateTable,
         result: RoundResult,
         hook: Hook | None = None,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         """One round as steps: each yields the bytes it read (for the throttle)."""
         started = time.monotonic()
         cleanable = cleanable_range(plog, high_watermark, now_ms)
@@ -247,7 +247,7 @@ class LogCleaner:
 
     def _build_map(
         self, plog: PartitionLog, cleanable: CleanableRange, offsets: OffsetMap
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, int]:
         """Step 2; returns where mapping stopped (the first offset not mapped)."""
         offset = cleanable.first_dirty
         end = cleanable.first_uncleanable
@@ -295,7 +295,7 @@ class LogCleaner:
         producers: ProducerStateTable,
         result: RoundResult,
         hook: Hook | None,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, bool]:
         """Steps 3 and 4 for one group of segments; returns whether it was swapped."""
         directory = plog.directory
         base = group[0].base_offset
