@@ -1,7 +1,7 @@
 """The log cleaner's throughput and memory, beside this disk's sequential bandwidth.
 
 A partition log of --records records of --record-bytes bytes over --keys keys
-(producer batches of --batch-records records, 1 MiB segments) is built once;
+(producer batches of --batch-records records, 16 MiB segments) is built once;
 then, for each dedupe buffer size (`log.cleaner.dedupe.buffer.size`), a child
 process copies it and cleans it until the whole dirty range is mapped (one
 round per time the key -> offset map fills). Reported per buffer size: rounds,
@@ -49,7 +49,7 @@ from broker_agent.partitions.record_codec import write_varint
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.log.fsutil import sync_file
 
-SEGMENT_BYTES = 1 << 20
+SEGMENT_BYTES = 16 << 20
 NOW_MS = 1_700_000_000_000
 _TAIL = struct.Struct(">hiqqqhii")
 
