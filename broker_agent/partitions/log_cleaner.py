@@ -29,7 +29,6 @@ runs between them; a step never holds the log for more than ~1 MiB of records.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -47,10 +46,8 @@ from broker_agent.partitions.record_codec import (
     records_of,
     rewrite_batch,
 )
-from quorum.log.batch_format import OpaqueBatch, encode_batch_parts
+from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import SegmentInfo
-from quorum.log.fsutil import sync_file, writev_all
-from quorum.log.segment_swap import cleaned_file_name
 
 log = logging.getLogger(__name__)
 
@@ -297,17 +294,15 @@ class LogCleaner:
         hook: Hook | None,
     ) -> Generator[int, None, bool]:
         """Steps 3 and 4 for one group of segments; returns whether it was swapped."""
-        directory = plog.directory
         base = group[0].base_offset
-        path = directory / cleaned_file_name(base, end)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        writer = plog.store.cleaned_segment_writer(base, end)
         try:
             offset = max(base, plog.store.start_offset)  # nothing below the log start is kept
             while offset < end:
                 batches = plog.store.read(offset, STEP_BYTES)
                 if not batches or batches[0].base_offset >= end:
                     break
-                parts: list[bytes] = []
+                kept_batches: list[OpaqueBatch] = []
                 read = 0
                 for batch in batches:
                     if batch.base_offset >= end:
@@ -319,25 +314,23 @@ class LogCleaner:
                         producers, result,
                     )  # fmt: skip
                     if kept is not None:
-                        parts.extend(encode_batch_parts(kept))
+                        kept_batches.append(kept)
                         result.bytes_written += len(kept.payload)
                     offset = batch.next_offset
-                writev_all(fd, parts)
+                writer.append(kept_batches)
                 if hook:
                     hook("writing")
                 result.bytes_read += read
                 yield read
-            sync_file(fd)
+            cleaned = writer.finish()
         except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
+            writer.abort()
             raise
-        os.close(fd)
         if hook:
             hook("cleaned")
-        swapped = plog.store.replace_segments(group, end, hook=hook)
+        swapped = plog.store.replace_segments(group, cleaned, hook=hook)
         if not swapped:
-            path.unlink(missing_ok=True)
+            writer.abort()
         return swapped
 
 

@@ -44,9 +44,14 @@ from quorum.log.epoch_cache import UNDEFINED, EpochEntry, LeaderEpochCache
 from quorum.log.fsutil import fsync_dir, lock_directory
 from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
 from quorum.log.retention import LogRetention, RetiredSegment
-from quorum.log.scan import scan_segment
 from quorum.log.segment import Segment, index_file_name, log_file_name
-from quorum.log.segment_swap import commit_swap, complete_interrupted_swaps, finish_swap
+from quorum.log.segment_swap import (
+    CleanedSegment,
+    CleanedSegmentWriter,
+    commit_swap,
+    complete_interrupted_swaps,
+    finish_swap,
+)
 from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
 
 log = logging.getLogger(__name__)
@@ -325,16 +330,21 @@ class FileLogStore:
     def segment_file(self, base_offset: int) -> Path:
         return self.directory / log_file_name(base_offset)
 
+    def cleaned_segment_writer(self, base_offset: int, end_offset: int) -> CleanedSegmentWriter:
+        """Where a rewrite of the segments in [base_offset, end_offset) is written."""
+        return CleanedSegmentWriter(self.directory, base_offset, end_offset,
+                                    self.index_interval_bytes)  # fmt: skip
+
     def replace_segments(
         self,
         expected: Sequence[SegmentInfo],
-        end_offset: int,
+        cleaned: CleanedSegment,
         *,
         hook: Callable[[str], None] | None = None,
     ) -> bool:
-        """Swap in the rewritten segment `<base>.log.<end>.cleaned` (written and
-        fsync'd by the caller) for the segments `expected` (contiguous, from `base`
-        up to `end_offset`, the active segment not among them); see segment_swap.py.
+        """Swap in the rewritten segment `cleaned` (written and fsync'd through
+        `cleaned_segment_writer`) for the segments `expected` (contiguous, from its
+        base up to its end offset, the active segment not among them); see segment_swap.py.
         False, changing nothing, when the log no longer holds exactly those
         segments (retention or a truncation got there first). `hook` is called
         at each step of the swap with its name (the crash tests stop there)."""
@@ -343,7 +353,9 @@ class FileLogStore:
         with self._state:
             self._wait_for_flush()
             bases = [s.base_offset for s in self._segments]
-            base = expected[0].base_offset
+            base, end_offset = cleaned.base_offset, cleaned.end_offset
+            if expected[0].base_offset != base:
+                return False
             if base not in bases:
                 return False
             first = bases.index(base)
@@ -365,23 +377,15 @@ class FileLogStore:
             for segment in current:
                 self._forget_unsynced(segment)
                 segment.close()
-            path = finish_swap(self.directory, base, end_offset, hook)
-            scan = scan_segment(
-                path,
-                base,
-                -1,
-                self.index_interval_bytes,
-                is_tail=False,
-                offset_gaps=True,
-            )
+            finish_swap(self.directory, base, end_offset, hook)
             segment = Segment(
                 self.directory,
                 base,
                 self.index_interval_bytes,
-                next_offset=scan.next_offset,
-                size=scan.file_size,
-                index_entries=scan.index_entries,
-                last_append_time_ms=scan.last_append_time_ms,  # what a reopen finds
+                next_offset=cleaned.next_offset,
+                size=cleaned.size,
+                index_entries=cleaned.index_entries,
+                last_append_time_ms=cleaned.last_append_time_ms,  # what a reopen finds
             )
             segment.rewrite_index()
             self._segments[first : first + len(expected)] = [segment]

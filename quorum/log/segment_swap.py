@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from quorum.log.fsutil import fsync_dir
+from quorum.log.batch_format import encode_batch_parts
+from quorum.log.fsutil import fsync_dir, sync_file, writev_all
+from quorum.log.offset_index import should_index
 from quorum.log.segment import index_file_name, log_file_name, parse_log_file_name
+from quorum.raft.records import Batch
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -37,6 +41,66 @@ def cleaned_file_name(base_offset: int, end_offset: int) -> str:
 
 def swap_file_name(base_offset: int, end_offset: int) -> str:
     return f"{log_file_name(base_offset)}.{end_offset:020d}{SWAP_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedSegment:
+    """What the log needs to adopt a rewritten segment without reading it again."""
+
+    base_offset: int
+    end_offset: int  # the base offset of the segment after the replaced ones
+    next_offset: int  # after its last batch (its base offset when it holds none)
+    size: int
+    index_entries: tuple[tuple[int, int], ...]
+    last_append_time_ms: int
+
+
+class CleanedSegmentWriter:
+    """Writes `<base>.log.<end>.cleaned` batch by batch (offsets increasing, gaps
+    allowed), keeping the sparse index and end offset as it goes."""
+
+    def __init__(
+        self, directory: Path, base_offset: int, end_offset: int, index_interval_bytes: int
+    ) -> None:
+        self.path = directory / cleaned_file_name(base_offset, end_offset)
+        self._base, self._end = base_offset, end_offset
+        self._interval = index_interval_bytes
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._size = 0
+        self._next = base_offset
+        self._index: list[tuple[int, int]] = []
+        self._last_indexed = 0
+        self._last_append = -1
+
+    def append(self, batches: Sequence[Batch]) -> None:
+        parts: list[bytes] = []
+        for batch in batches:
+            if batch.base_offset < self._next or batch.next_offset > self._end:
+                raise ValueError(f"batch at {batch.base_offset} out of order for {self.path}")
+            if should_index(self._size, self._last_indexed, self._interval):
+                self._index.append((batch.base_offset, self._size))
+                self._last_indexed = self._size
+            encoded = encode_batch_parts(batch)
+            parts.extend(encoded)
+            self._size += sum(len(p) for p in encoded)
+            self._next = batch.next_offset
+            self._last_append = max(self._last_append, batch.append_time_ms)
+        writev_all(self._fd, parts)
+
+    def finish(self) -> CleanedSegment:
+        """fsync and close: the file is ready for `FileLogStore.replace_segments`."""
+        sync_file(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        return CleanedSegment(
+            self._base, self._end, self._next, self._size, tuple(self._index), self._last_append
+        )
+
+    def abort(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.path.unlink(missing_ok=True)
 
 
 def commit_swap(directory: Path, base_offset: int, end_offset: int) -> Path:
