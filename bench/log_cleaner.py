@@ -188,8 +188,11 @@ def main() -> None:
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--batch-records", type=int, default=10)
-    parser.add_argument("--buffers", default="134217728,1048576,131072",
-                        help="dedupe buffer sizes in bytes, comma-separated")  # fmt: skip
+    parser.add_argument(
+        "--buffers",
+        default="134217728,4194304,1048576",
+        help="dedupe buffer sizes in bytes, comma-separated (empty: no cleaning runs)",
+    )
     parser.add_argument("--produce", action="store_true")
     parser.add_argument(
         "--throttle-mb",
@@ -209,7 +212,7 @@ def main() -> None:
         print(json.dumps({"disk_sequential_write_mb_per_s": round(disk_write_mb_per_s(root), 1),
                           "log_mb": round(size / 1e6, 1), "records": args.records,
                           "keys": args.keys, "record_bytes": args.record_bytes}))  # fmt: skip
-        for buffer in (int(b) for b in args.buffers.split(",")):
+        for buffer in (int(b) for b in args.buffers.split(",") if b.strip()):
             copy = root / f"clean-{buffer}"
             shutil.copytree(template, copy)
             out = subprocess.run(

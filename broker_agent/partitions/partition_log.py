@@ -82,6 +82,7 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._checkpointed_hw = -1
+        self._active_first_timestamp = (-1, -1)  # (active segment base, its first batch's time)
 
     # ----------------------------------------------------------------- reads
 
@@ -151,6 +152,7 @@ class PartitionLog:
         self, batches: list[tuple[RecordBatchHeader, bytes]], leader_epoch: int, now_ms: int
     ) -> int:
         """Stamp offsets and the leader epoch and append; the first offset given."""
+        self.maybe_roll(max(h.max_timestamp for h, _ in batches))
         base = offset = self.log_end_offset
         stored: list[OpaqueBatch] = []
         for header, data in batches:
@@ -167,6 +169,7 @@ class PartitionLog:
         the number of batches appended. Raises InvalidRecordBatch or ValueError
         (batches not following on from the log end) before appending anything."""
         batches = split_batches(data, allow_empty=True)
+        self.maybe_roll(max(h.max_timestamp for h, _ in batches))
         stored = [
             self._opaque(h.base_offset, h.partition_leader_epoch, raw, h) for h, raw in batches
         ]
@@ -199,14 +202,18 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 
-    def maybe_roll(self, now_ms: int) -> bool:
-        """Kafka's `segment.ms`: a non-empty active segment whose first batch is
-        that old is closed, so the cleaner (or retention) can reach its records."""
+    def maybe_roll(self, incoming_max_timestamp: int) -> bool:
+        """Kafka's `segment.ms`, checked on append as Kafka does: a batch whose
+        timestamp is `segment.ms` past the active segment's first batch starts a
+        new segment, so the cleaner (or retention) can reach the old one's records."""
         active = self.store.segments[-1]
         if active.size_bytes == 0:
             return False
-        first = self.store.read(active.base_offset, 1)
-        if not first or now_ms - first[0].append_time_ms < self.config.segment_ms:
+        if self._active_first_timestamp[0] != active.base_offset:
+            first = self.store.read(active.base_offset, 1)
+            timestamp = first[0].append_time_ms if first else incoming_max_timestamp
+            self._active_first_timestamp = (active.base_offset, timestamp)
+        if incoming_max_timestamp - self._active_first_timestamp[1] < self.config.segment_ms:
             return False
         return self.store.roll()
 

@@ -585,7 +585,6 @@ class ReplicaManager:
                     self._request_isr_change(part, change)
             if part.role is Role.LEADER:
                 part.log.apply_retention(now, part.high_watermark)  # policy delete only
-            part.log.maybe_roll(now)  # segment.ms
             part.log.maybe_flush(now)
             part.log.checkpoint_high_watermark(part.high_watermark)
 

@@ -254,10 +254,19 @@ def test_leader_epochs_survive_cleaning_and_reopening(tmp_path: Path) -> None:
 def test_segment_ms_rolls_the_active_segment(tmp_path: Path) -> None:
     plog = open_log(tmp_path / "t-0", compact_config(segment_bytes=1 << 20, segment_ms=60_000))
     produce(plog, make_batch([(b"k", b"1")]))
-    assert not plog.maybe_roll(BASE_TIME_MS + 59_999)
-    assert plog.maybe_roll(BASE_TIME_MS + 60_000)
-    assert len(plog.store.segments) == 2 and plog.store.segments[-1].size_bytes == 0
+    # As in Kafka, by the timestamps of the batches appended, not the wall clock.
+    produce(plog, make_batch([(b"k", b"2")], timestamp_ms=BASE_TIME_MS + 59_999))
+    assert len(plog.store.segments) == 1
+    produce(plog, make_batch([(b"k", b"3")], timestamp_ms=BASE_TIME_MS + 60_000))
+    assert [s.base_offset for s in plog.store.segments] == [0, 2]
+    assert not plog.maybe_roll(BASE_TIME_MS + 119_999)  # the new segment is young
+    assert plog.maybe_roll(BASE_TIME_MS + 120_000)
     assert not plog.maybe_roll(BASE_TIME_MS + 10**9)  # an empty active segment stays
+    # A follower rolls by the same rule, per append (one fetch answer), as in Kafka.
+    follower = open_log(tmp_path / "f-0", compact_config(segment_bytes=1 << 20, segment_ms=60_000))
+    for _, raw in split_batches(plog.read(0, 1 << 20, plog.log_end_offset)):
+        follower.append_as_follower(raw, NOW)
+    assert [s.base_offset for s in follower.store.segments] == [0, 2]
 
 
 def test_gzip_batches_are_rewritten_compressed(tmp_path: Path) -> None:
