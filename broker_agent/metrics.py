@@ -108,6 +108,22 @@ def cleaner_metrics(
     ]  # fmt: skip
     for name, text, value in gauges:
         yield GaugeMetricFamily(prefix + name, text, value=value)
+    labels = ["topic", "partition"]
+    dirty = GaugeMetricFamily(prefix + "partition_dirty_ratio",
+                              "A compacted partition's dirty ratio when last checked.",
+                              labels=labels)  # fmt: skip
+    last = GaugeMetricFamily(prefix + "partition_last_run_timestamp_seconds",
+                             "When a round on the partition last completed (0: never).",
+                             labels=labels)  # fmt: skip
+    reclaimed = CounterMetricFamily(prefix + "partition_reclaimed_bytes",
+                                    "Bytes cleaning removed from the partition's log.",
+                                    labels=labels)  # fmt: skip
+    for (topic, partition), state in sorted(stats.partitions.items()):
+        values = [topic, str(partition)]
+        dirty.add_metric(values, state.dirty_ratio)
+        last.add_metric(values, max(0, state.last_run_end_ms) / 1000)
+        reclaimed.add_metric(values, state.reclaimed_bytes)
+    yield from (dirty, last, reclaimed)
 
 
 class AgentMetrics(MetricsEndpoint):

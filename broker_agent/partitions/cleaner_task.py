@@ -22,6 +22,7 @@ from broker_agent.partitions.log_cleaner import (
     CleanerConfig,
     CleanerStats,
     LogCleaner,
+    PartitionCleaning,
     RoundResult,
     cleanable_range,
     should_clean,
@@ -75,12 +76,19 @@ class CleanerTask:
         live = {part.log.directory for part in self.manager.partitions.values()}
         for directory in [d for d in self.cleaner.horizons if d not in live]:
             del self.cleaner.horizons[directory]  # a deleted partition's
-        for part in list(self.manager.partitions.values()):
+        per_partition = self.stats.partitions
+        for key in [k for k in per_partition if k not in self.manager.partitions]:
+            del per_partition[key]
+        for key, part in list(self.manager.partitions.items()):
             name = f"{part.topic}-{part.partition}"
-            if not part.log.config.compact or name in self.stats.uncleanable:
+            if not part.log.config.compact:
+                per_partition.pop(key, None)
+                continue
+            if name in self.stats.uncleanable:
                 continue
             cleanable = cleanable_range(part.log, part.high_watermark, now_ms)
             max_ratio = max(max_ratio, cleanable.dirty_ratio)
+            per_partition.setdefault(key, PartitionCleaning()).dirty_ratio = cleanable.dirty_ratio
             horizon = self.cleaner.horizons.get(part.log.directory)
             if should_clean(part.log, cleanable, now_ms, horizon) and (
                 best is None or cleanable.dirty_ratio > best[0]
@@ -120,6 +128,11 @@ class CleanerTask:
             return False
         if not result.aborted:
             self.stats.last_run_end_ms = self.manager.clock()
+            state = self.stats.partitions.setdefault((part.topic, part.partition),
+                                                     PartitionCleaning())  # fmt: skip
+            state.last_run_end_ms = self.stats.last_run_end_ms
+            state.reclaimed_bytes += max(0, result.bytes_read - result.bytes_written)
+            state.dirty_ratio = 0.0
         if result.cleaned:
             log.info(
                 "broker %d: cleaned %s up to offset %d: %d records removed, %d of %d bytes kept",

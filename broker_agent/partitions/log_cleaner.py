@@ -81,6 +81,15 @@ class CleanableRange:
 
 
 @dataclass
+class PartitionCleaning:
+    """Per compacted partition, for operators (the metrics label them)."""
+
+    dirty_ratio: float = 0.0
+    last_run_end_ms: int = -1
+    reclaimed_bytes: int = 0
+
+
+@dataclass
 class CleanerStats:
     """What the metrics show (Kafka's LogCleaner and LogCleanerManager metrics)."""
 
@@ -98,6 +107,7 @@ class CleanerStats:
     max_dirty_ratio: float = 0.0
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
+    partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
 
 
 @dataclass

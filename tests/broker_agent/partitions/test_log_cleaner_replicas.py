@@ -152,6 +152,13 @@ def test_the_cleaner_task_cleans_on_its_own_and_reports(tmp_path: Path) -> None:
             assert 0 < values["quorum_broker_log_cleaner_recopy_percent"] < 100
             assert values["quorum_broker_log_cleaner_uncleanable_partitions"] == 0
             assert values["quorum_broker_log_cleaner_time_since_last_run_seconds"] < 60
+            labelled = {
+                m.name: {tuple(s.labels.values()): s.value for s in m.samples}
+                for m in cleaner_metrics(manager.cleaner.stats, manager.clock())
+            }
+            assert labelled["quorum_broker_log_cleaner_partition_reclaimed_bytes"][(T, "0")] > 0
+            last_run = labelled["quorum_broker_log_cleaner_partition_last_run_timestamp_seconds"]
+            assert last_run[(T, "0")] > 0
         finally:
             await manager.close()
 
