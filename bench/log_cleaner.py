@@ -194,6 +194,7 @@ def main() -> None:
         help="dedupe buffer sizes in bytes, comma-separated (empty: no cleaning runs)",
     )
     parser.add_argument("--produce", action="store_true")
+    parser.add_argument("--repeat", type=int, default=2, help="interleaved produce rounds")
     parser.add_argument(
         "--throttle-mb",
         type=float,
@@ -224,7 +225,7 @@ def main() -> None:
         if args.produce:
             batches = args.records // args.batch_records
             unlimited, throttled = float("inf"), args.throttle_mb * 1e6
-            runs = [(False, unlimited), (True, unlimited), (True, throttled)] * 2
+            runs = [(False, unlimited), (True, unlimited), (True, throttled)] * args.repeat
             for cleaner, throttle in runs:
                 directory = root / f"produce-{cleaner}-{time.monotonic_ns()}"
                 result = asyncio.run(produce(directory, batches, args.batch_records, args.keys,
