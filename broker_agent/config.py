@@ -49,7 +49,8 @@ Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
 ``retention.bytes``, ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms``,
 ``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
 ``max.compaction.lag.ms``, ``delete.retention.ms``) override these per topic.
-``log.cleaner.threads`` does not apply: the cleaner is one asyncio task.
+``log.cleaner.threads`` (1) is accepted and does not apply: the cleaner is one
+asyncio task.
 
 Ours:
 
@@ -131,6 +132,7 @@ KEYS: tuple[str, ...] = (
     "log.cleaner.min.compaction.lag.ms",
     "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms",
+    "log.cleaner.threads",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -171,6 +173,8 @@ _INTS: dict[str, IntSpec] = {
     "log.cleaner.delete.retention.ms": IntSpec(
         "log_cleaner_delete_retention_ms", 24 * 3600 * 1000, 0, LONG_MAX
     ),
+    # Accepted so a Kafka broker's file loads; one asyncio task cleans whatever it says.
+    "log.cleaner.threads": IntSpec("log_cleaner_threads", 1, 1),
 }
 
 
@@ -234,6 +238,7 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int
     log_cleaner_max_compaction_lag_ms: int
     log_cleaner_delete_retention_ms: int
+    log_cleaner_threads: int
     metrics_listener: Endpoint | None
     log_level: str
     tls: TlsSettings | None = None

@@ -83,6 +83,7 @@ def test_broker_properties() -> None:
             "log.cleaner.min.cleanable.ratio": "0.2",
             "log.cleaner.io.max.bytes.per.second": "1000000",
             "log.roll.ms": "3600000",
+            "log.cleaner.threads": "4",  # a Kafka broker's file loads; one task cleans
         }
     )
     replicas = replica_config(config)
