@@ -10,7 +10,7 @@ GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
 HELM := .tools/bin/helm
 
-.PHONY: run sim test setup proto lint bench clean promtool java
+.PHONY: run sim test setup proto lint bench clean promtool java kcat
 
 setup: $(STAMP) $(GEN_STAMP) $(HELM) java
 
@@ -56,7 +56,14 @@ promtool:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends prometheus; }
 
-test: setup promtool
+# kcat (Debian's) is the operator's Kafka tool; the tests run it against the brokers.
+
+kcat:
+	@command -v kcat >/dev/null || { echo "installing kcat with apt"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends kcat; }
+
+test: setup promtool kcat
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log

@@ -197,12 +197,17 @@ class BrokerAgent:
             cluster_id=self.cluster_id,
             broker_id=self.config.node_id,
             incarnation_id=self.incarnation_id,
+            # Kafka registers the advertised listeners: what Metadata hands to clients.
             listeners=[
                 bpb.Listener(
-                    name=self.config.listener_name,
-                    host=self.config.listener.host,
-                    port=self.config.listener.port,
-                    security_protocol="PLAINTEXT",
+                    name=name,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    security_protocol=self.config.listener_protocols.get(name, "PLAINTEXT"),
+                )
+                for name, endpoint in (
+                    self.config.advertised_listeners
+                    or ((self.config.listener_name, self.config.listener),)
                 )
             ],
             features=[

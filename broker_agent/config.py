@@ -6,8 +6,13 @@ Kafka's keys (same meaning, same default):
 ``node.id``                                    required, >= 0 (the broker id)
 ``process.roles``                              required: ``broker``
 ``controller.quorum.voters``                   required: the controllers to fetch from
-``listeners``                                  required: ``PLAINTEXT://host:port``, sent in
-                                               the registration (no data plane here)
+``listeners``                                  required: ``NAME://host:port[,...]``, the
+                                               Kafka protocol listeners (PLAINTEXT; see below)
+``advertised.listeners``                       the listeners: what the registration sends
+                                               and Metadata answers hand to clients
+``socket.request.max.bytes``                   104857600: a larger request frame closes
+                                               its connection
+``connections.max.idle.ms``                    600000: an idle Kafka connection is closed
 ``metadata.log.dir``                           required: the local metadata cache
 ``broker.rack``                                unset
 ``broker.heartbeat.interval.ms``               2000: the longest a caught-up MetadataFetch
@@ -77,15 +82,17 @@ A broker agent's file is told apart from a controller observer's (also
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum.common.config import (
+    AUTHORIZER_KEYS,
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     ConfigError,
     Endpoint,
     IntSpec,
+    authorizer_from,
     host_port,
     integer,
     known_properties,
@@ -96,14 +103,31 @@ from quorum.common.config import (
 )
 from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
 from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
-from quorum.common.tls import CLIENT_KEYS as TLS_KEYS
-from quorum.common.tls import TlsConfigError, TlsSettings, tls_from_properties
+from quorum.common.tls import (
+    CA_KEY,
+    CERT_KEY,
+    CLIENT_AUTH_KEY,
+    KEY_KEY,
+    PLAINTEXT,
+    PROTOCOL_MAP_KEY,
+    SSL,
+    ClientAuth,
+    TlsConfigError,
+    TlsSettings,
+    security_protocol,
+    tls_from_properties,
+)
+from quorum.common.tls import SERVER_KEYS as TLS_KEYS
+from quorum.controller.authorizer import AuthorizerConfig
 
 KEYS: tuple[str, ...] = (
     "node.id",
     "process.roles",
     "controller.quorum.voters",
     "listeners",
+    "advertised.listeners",
+    "socket.request.max.bytes",
+    "connections.max.idle.ms",
     "metadata.log.dir",
     "broker.rack",
     "broker.heartbeat.interval.ms",
@@ -136,6 +160,8 @@ KEYS: tuple[str, ...] = (
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
+    "inter.broker.listener.name",
+    *AUTHORIZER_KEYS,
     *TLS_KEYS,
 )
 
@@ -150,6 +176,8 @@ _INTS: dict[str, IntSpec] = {
         "snapshot_max_interval_ms", 3600 * 1000, 0, LONG_MAX
     ),
     "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
+    "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
+    "connections.max.idle.ms": IntSpec("connections_max_idle_ms", 600_000, 1, LONG_MAX),
     "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
     "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
     "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
@@ -208,11 +236,21 @@ def _boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
     return raw.strip().lower() == "true"
 
 
+@dataclass(frozen=True)
+class KafkaTls:
+    """The SSL Kafka listeners' certificate, key, trusted CAs and `ssl.client.auth`."""
+
+    certificate_location: str
+    key_location: str
+    ca_location: str
+    client_auth: ClientAuth = ClientAuth.NONE
+
+
 @dataclass(frozen=True, kw_only=True)
 class BrokerConfig:
     node_id: int
     controllers: dict[int, Endpoint]
-    listener_name: str
+    listener_name: str  # the first of `listeners`
     listener: Endpoint
     metadata_log_dir: Path
     rack: str | None
@@ -241,12 +279,25 @@ class BrokerConfig:
     log_cleaner_threads: int
     metrics_listener: Endpoint | None
     log_level: str
+    socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
     tls: TlsSettings | None = None
     metrics_tls: MetricsTls | None = None
     log_cleanup_policy: str = "delete"
     log_cleaner_enable: bool = True
     log_cleaner_io_buffer_load_factor: float = 0.9
     log_cleaner_min_cleanable_ratio: float = 0.5
+    # (name, endpoint) of every Kafka listener, and what each is advertised as.
+    listeners: tuple[tuple[str, Endpoint], ...] = ()
+    advertised_listeners: tuple[tuple[str, Endpoint], ...] = ()
+    # The security protocol of each Kafka listener (PLAINTEXT or SSL), and the
+    # SSL ones' TLS settings.
+    listener_protocols: dict[str, str] = field(default_factory=dict)
+    kafka_tls: KafkaTls | None = None
+    # The listener followers fetch from leaders on (Kafka's inter.broker.listener.name).
+    inter_broker_listener: str = "PLAINTEXT"
+    # Kafka's authorizer keys: ACLs from the metadata image decide the Kafka requests.
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
     @property
     def bootstrap(self) -> list[str]:
@@ -256,6 +307,20 @@ class BrokerConfig:
 def is_broker_agent_config(props: Mapping[str, str]) -> bool:
     roles = props.get("process.roles", "").strip()
     return roles == "broker" and "CONTROLLER://" not in props.get("listeners", "").upper()
+
+
+def listener_list(key: str, raw: str) -> tuple[tuple[str, Endpoint], ...]:
+    """``NAME://host:port,...`` with distinct names."""
+    out: list[tuple[str, Endpoint]] = []
+    for item in (i.strip() for i in raw.split(",")):
+        name, sep, rest = item.partition("://")
+        name = name.strip().upper()
+        if not sep or not name:
+            raise ConfigError(key, f"must be NAME://host:port[,NAME://host:port], got {raw!r}")
+        if any(n == name for n, _ in out):
+            raise ConfigError(key, f"names the {name} listener twice")
+        out.append((name, host_port(key, rest, any_host=True)))
+    return tuple(out)
 
 
 def load_broker_config(path: Path | str) -> BrokerConfig:
@@ -272,11 +337,17 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         raise ConfigError(
             "node.id", f"node.id {node_id} is a controller in controller.quorum.voters"
         )
-    raw_listener = props.get("listeners", "")
-    name, sep, rest = raw_listener.partition("://")
-    if not sep or not name or "," in rest:
-        raise ConfigError("listeners", f"must be one NAME://host:port, got {raw_listener!r}")
-    listener = host_port("listeners", rest, any_host=True)
+    listeners = listener_list("listeners", props.get("listeners", ""))
+    advertised = listeners
+    if props.get("advertised.listeners", "").strip():
+        advertised = listener_list("advertised.listeners", props["advertised.listeners"])
+        names = {n for n, _ in listeners}
+        for name, _ in advertised:
+            if name not in names:
+                raise ConfigError(
+                    "advertised.listeners",
+                    f"{name} is not one of the listeners ({props['listeners']})",
+                )
     log_dir = props.get("metadata.log.dir", "")
     if not log_dir:
         raise ConfigError("metadata.log.dir", "is required: the broker's metadata cache")
@@ -289,15 +360,19 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         )
     raw_metrics = props.get("metrics.listener", "")
     try:
-        tls = tls_from_properties(props, server=False)
+        protocols = {name: listener_protocol(props, name) for name, _ in listeners}
+        kafka_tls = kafka_tls_from(props) if SSL in protocols.values() else None
+        tls = tls_from_properties(controller_side(props, kafka_tls is not None), server=False)
         metrics_tls = metrics_tls_from(props, tls)
     except TlsConfigError as err:
         raise ConfigError(err.key, str(err)) from None
     return BrokerConfig(
         node_id=node_id,
         controllers=controllers,
-        listener_name=name.strip().upper(),
-        listener=listener,
+        listener_name=listeners[0][0],
+        listener=listeners[0][1],
+        listeners=listeners,
+        advertised_listeners=advertised,
         metadata_log_dir=Path(log_dir),
         log_dirs=tuple(Path(d.strip()) for d in (props.get("log.dirs") or log_dir).split(",")),
         rack=props.get("broker.rack") or None,
@@ -309,5 +384,74 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         log_cleaner_enable=_boolean(props, "log.cleaner.enable", True),
         log_cleaner_io_buffer_load_factor=_ratio(props, "log.cleaner.io.buffer.load.factor", 0.9),
         log_cleaner_min_cleanable_ratio=_ratio(props, "log.cleaner.min.cleanable.ratio", 0.5),
+        listener_protocols=protocols,
+        kafka_tls=kafka_tls,
+        inter_broker_listener=inter_broker_listener(props, listeners, protocols),
+        authorizer=authorizer_from(props),
         **ints,
     )
+
+
+def inter_broker_listener(
+    props: Mapping[str, str],
+    listeners: tuple[tuple[str, Endpoint], ...],
+    protocols: Mapping[str, str],
+) -> str:
+    """`inter.broker.listener.name`, else the first PLAINTEXT listener (Kafka's default
+    security.inter.broker.protocol), else the first listener."""
+    name = props.get("inter.broker.listener.name", "").strip().upper()
+    names = [n for n, _ in listeners]
+    if name:
+        if name not in names:
+            raise ConfigError(
+                "inter.broker.listener.name", f"{name} is not one of the listeners {names}"
+            )
+        return name
+    plaintext = [n for n in names if protocols.get(n) == PLAINTEXT]
+    return plaintext[0] if plaintext else names[0]
+
+
+def listener_protocol(props: Mapping[str, str], name: str) -> str:
+    """A Kafka listener's security protocol: its `listener.security.protocol.map`
+    entry, or else the name itself (PLAINTEXT, SSL) as in Kafka's default map
+    (a map that names only CONTROLLER, as the TLS set-ups here write, leaves
+    the broker's PLAINTEXT listener plaintext)."""
+    mapped = {
+        n.strip().upper(): p.strip().upper()
+        for n, _, p in (e.partition(":") for e in props.get(PROTOCOL_MAP_KEY, "").split(","))
+        if n.strip()
+    }
+    if name in mapped:
+        return security_protocol(props, name)
+    return SSL if name == SSL else PLAINTEXT
+
+
+def kafka_tls_from(props: Mapping[str, str]) -> KafkaTls:
+    """The SSL Kafka listeners' settings: a certificate and key always, the CA when
+    clients must (required) or may (requested) present certificates."""
+    for key in (CERT_KEY, KEY_KEY):
+        if not props.get(key, "").strip():
+            raise TlsConfigError(key, f"{key} is required for an SSL listener")
+    raw_auth = props.get(CLIENT_AUTH_KEY, "").strip().lower() or ClientAuth.NONE.value
+    try:
+        client_auth = ClientAuth(raw_auth)
+    except ValueError:
+        raise TlsConfigError(
+            CLIENT_AUTH_KEY, f"{CLIENT_AUTH_KEY} must be required, requested or none"
+        ) from None
+    if client_auth is not ClientAuth.NONE and not props.get(CA_KEY, "").strip():
+        raise TlsConfigError(CA_KEY, f"{CA_KEY} is required with {CLIENT_AUTH_KEY}={raw_auth}")
+    return KafkaTls(
+        props[CERT_KEY].strip(), props[KEY_KEY].strip(), props.get(CA_KEY, "").strip(), client_auth
+    )
+
+
+def controller_side(props: Mapping[str, str], kafka_ssl: bool) -> dict[str, str]:
+    """The keys that configure the connection to the controllers: `ssl.client.auth`
+    belongs to the broker's own listeners, and with an SSL Kafka listener the
+    certificate keys are its, so a PLAINTEXT CONTROLLER connection ignores them."""
+    out = {k: v for k, v in props.items() if k != CLIENT_AUTH_KEY}
+    if kafka_ssl and security_protocol(props) == PLAINTEXT:
+        for key in (CERT_KEY, KEY_KEY, CA_KEY):
+            out.pop(key, None)
+    return out

@@ -20,6 +20,9 @@ from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.isr_changer import AdminIsrChanger
+from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
+from broker_agent.kafka.metrics import KafkaRequestMetrics
+from broker_agent.kafka.server import KafkaServer, inter_broker_ssl_context
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from broker_agent.partitions.api import LeaderFetchClient
@@ -106,10 +109,18 @@ def replica_config(config: BrokerConfig) -> ReplicaConfig:
     )
 
 
-def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> LeaderFetchClient | None:
-    """How followers reach leaders: Kafka's Fetch over the wire (the `kafka`
-    package provides it); None until then, and followers do not fetch."""
-    return None
+def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> LeaderFetchClient:
+    """How followers reach leaders: Kafka's Fetch (with the follower's replica_id)
+    and OffsetsForLeaderEpoch over the wire, to the leader's endpoint for the
+    inter-broker listener (`inter.broker.listener.name`), over TLS with the
+    broker's own certificate when that listener is SSL."""
+    return KafkaLeaderFetchClient(
+        config.node_id,
+        lambda: agent.image,
+        config.inter_broker_listener,
+        config.socket_request_max_bytes,
+        inter_broker_ssl_context(config),
+    )
 
 
 def build_replica_manager(config: BrokerConfig, agent: BrokerAgent) -> ReplicaManager:
@@ -156,6 +167,11 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
     try:
         agent.replicas = build_replica_manager(config, agent)
+    except ListenerError as err:
+        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
     except (OSError, StorageError) as err:
         print(f"broker-agent: cannot open the partition logs: {err}", file=sys.stderr)
         trace.close()
@@ -185,14 +201,25 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
             return EXIT_STARTUP
         scheme = "https" if config.metrics_tls else "http"
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
+    kafka = KafkaServer(config, agent, replicas=agent.replicas)
+    kafka.apis.observe = KafkaRequestMetrics(metrics.registry, kafka.listeners).observe
+    try:
+        kafka_at = await kafka.start()
+    except ListenerError as err:
+        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+        metrics.stop()
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
     log.info(
         "broker %d of cluster %s (directory %s) starting at metadata offset %d; "
-        "controllers %s; metrics %s",
+        "controllers %s; Kafka listeners %s; metrics %s",
         config.node_id,
         meta.cluster_id,
         meta.directory_id,
         cache.next_offset,
         ",".join(config.bootstrap),
+        ",".join(kafka_at),
         metrics_at,
     )
     try:
@@ -202,7 +229,11 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         print(f"broker-agent: the controllers refuse this broker: {err}", file=sys.stderr)
         return EXIT_REFUSED
     finally:
+        await kafka.stop()
         await agent.replicas.close()
+        fetch_client = agent.replicas.fetcher.client if agent.replicas.fetcher else None
+        if isinstance(fetch_client, KafkaLeaderFetchClient):
+            await fetch_client.close()
         await agent.client.close()
         metrics.stop()
         trace.close()

@@ -314,7 +314,8 @@ async def supervise(data_dir: Path, tls: bool = False) -> int:
             )
         for broker in brokers:
             print(
-                f"  broker {broker.node_id}: listener 127.0.0.1:{broker_port(broker.node_id)}  "
+                f"  broker {broker.node_id}: Kafka PLAINTEXT://127.0.0.1:"
+                f"{broker_port(broker.node_id)}  "
                 f"metrics http://127.0.0.1:{broker_metrics_port(broker.node_id)}/metrics  "
                 f"config {broker.config}  log {broker.log_file}"
             )
@@ -322,6 +323,12 @@ async def supervise(data_dir: Path, tls: bool = False) -> int:
         print(await _wait_for_brokers(admin, stop), flush=True)
         if certs is not None:
             print(quorumctl_environment(certs[OPERATOR]), flush=True)
+        print(
+            "Kafka clients: bootstrap.servers="
+            + ",".join(f"127.0.0.1:{broker_port(b.node_id)}" for b in brokers)
+            + f" (e.g. kcat -b 127.0.0.1:{broker_port(brokers[0].node_id)} -L)",
+            flush=True,
+        )
         print(
             "Ctrl-C stops everything. Restart one process by hand with:\n"
             f"  {bin_dir() / 'quorum-controller'} --config {members[0].config}\n"

@@ -51,6 +51,12 @@ RULES = {
         ),
         ("quorum.server",),
     ),
+    "the Kafka edge reads the image, never the server or the controller's write side": Rule(
+        ("broker_agent/kafka/",),
+        ("quorum.server", "quorum.controller", "grpc"),
+        # the image and the pure ACL decisions over it (both read side)
+        allowed=("quorum.controller.metadata_image", "quorum.controller.authorizer"),
+    ),
     "replication rules import nothing of the project": Rule(
         ("broker_agent/replication/",),
         ("quorum", "snapshots", "broker_agent", "analytics", "grpc"),

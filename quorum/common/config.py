@@ -869,3 +869,9 @@ def _timeout_problems(ints: Mapping[str, int]) -> list[ConfigError]:
             )
         )
     return found
+
+
+def authorizer_from(props: Mapping[str, str]) -> AuthorizerConfig:
+    """The authorizer keys of any process's properties (the brokers' Kafka
+    listeners read the same three keys as the controllers)."""
+    return _authorizer(props)

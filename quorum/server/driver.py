@@ -462,7 +462,7 @@ class RaftDriver:
                 self._spawn(self._fetch_snapshot(effect.leader_id, effect.snapshot_id))
             case RequestRefused():
                 line = f"claimed to come from node {effect.source}: {effect.reason}"
-                self.refusals.refuse(effect.request, EPOCH_JUMP, line)
+                self.refusals.refuse(effect.request, EPOCH_JUMP, line, effect.source)
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, RESPONSE_TYPES):

@@ -31,10 +31,18 @@ class RefusedRequests(Collector):
     def __init__(self) -> None:
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         self._log = RateLimitedLog(log, logging.ERROR)
+        # The core's reason for refusing the latest request of each claimed sender,
+        # for the servicer's answer (taken with `reason_for`).
+        self._reasons: dict[int, str] = {}
 
-    def refuse(self, request: str, reason: str, line: str) -> None:
+    def refuse(self, request: str, reason: str, line: str, source: int | None = None) -> None:
         self.counts[(request, reason)] += 1
         self._log(f"refused {request}: {line}")
+        if source is not None:
+            self._reasons[source] = line
+
+    def reason_for(self, source: int) -> str | None:
+        return self._reasons.pop(source, None)
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(

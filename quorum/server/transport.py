@@ -384,11 +384,9 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         wire = to_proto(answer, self._cluster_id)
         error = getattr(answer, "error", ErrorCode.NONE)
         if error is not ErrorCode.NONE:
-            await context.abort_with_status(
-                rich_status(
-                    error, f"{error.name} in epoch {self._driver.epoch}", self._hint(), wire
-                )
-            )
+            reason = self._driver.refusals.reason_for(source)
+            message = reason or f"{error.name} in epoch {self._driver.epoch}"
+            await context.abort_with_status(rich_status(error, message, self._hint(), wire))
         return wire
 
     # ------------------------------------------------------------------- RPCs

@@ -68,7 +68,16 @@ def run_until_online(data_dir: Path) -> str:
 
 @pytest.mark.slow
 def test_make_run_starts_three_controllers_and_three_online_brokers(tmp_path: Path) -> None:
-    first = run_until_online(tmp_path)
+    with launched(tmp_path) as lines:
+        # The brokers speak Kafka's protocol on 9092/9192/9292: kcat lists the cluster.
+        listing = subprocess.run(
+            ["kcat", "-b", "127.0.0.1:9092", "-L"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert listing.returncode == 0, listing.stderr
+        assert "3 brokers:" in listing.stdout, listing.stdout
+        assert "broker 101 at 127.0.0.1:9092" in listing.stdout, listing.stdout
+    first = "".join(lines)
     for line in ONLINE_LINES:
         assert line in first, first
     assert "LeaderId:" in first and "stopping brokers, then controllers" in first

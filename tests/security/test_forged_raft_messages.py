@@ -149,6 +149,7 @@ def test_forged_requests_in_plaintext_cannot_wedge_the_quorum(plaintext: Cluster
     assert all(e.status is not grpc.StatusCode.UNKNOWN for e in errors), errors
     # 2^31-1 is refused at the edge, MAX_EPOCH-1 and MAX_EPOCH by the epoch bound.
     assert sum(e.error is ErrorCode.INVALID_REQUEST for e in errors) >= 3 * 3 * 2 * 3
+    assert any("controller.quorum.max.epoch.jump" in e.message for e in errors)
     after = epochs_now(cluster)
     assert max(after.values()) - start <= DEFAULT_MAX_EPOCH_JUMP
     assert refusals(cluster, 'reason="epoch_jump"') > 0

@@ -1,0 +1,234 @@
+"""Kafka's wire format, in one place: frames, request headers, request bodies and
+responses, all through kio's classes (generated from Kafka's own message schemas).
+
+Nothing else in the broker touches bytes of the protocol. Handlers receive kio
+request objects and return plain mappings; `build` turns a mapping into the
+response class of the version the client asked for, keeping only the fields
+that version has (a field added in v9 is simply dropped for a v3 client), so
+no handler is written per version and no byte offset appears outside here.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import io
+import struct
+import types
+import typing
+import uuid
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import cache
+from typing import Any
+
+from kio.index import load_entity_module
+from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+SIZE = struct.Struct(">i")
+# Every request header starts with api_key (int16), api_version (int16), correlation_id (int32).
+HEADER_PREFIX = struct.Struct(">hhi")
+NULL_UUID = uuid.UUID(int=0)
+
+
+class MalformedRequest(Exception):
+    """The bytes of a request do not parse as the API and version its header names."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the kio request class of (api_key, api_version)
+
+
+def api_name(api_key: int) -> str:
+    """kio's module name of an API (``produce``), or ``api_<key>`` for one it lacks."""
+    return api_key_map.get(api_key, f"api_{api_key}")
+
+
+@cache
+def entity_class(api_key: int, api_version: int, kind: EntityType) -> Any:
+    module = load_entity_module(api_key_map[api_key], api_version, kind)  # type: ignore[arg-type]
+    suffix = "Request" if kind is EntityType.request else "Response"
+    for name in dir(module):
+        value = getattr(module, name)
+        if (
+            isinstance(value, type)
+            and name.endswith(suffix)
+            and getattr(value, "__type__", None) is kind
+        ):
+            return value
+    raise LookupError(f"no {suffix} class in {module.__name__}")
+
+
+def request_class(api_key: int, api_version: int) -> Any:
+    return entity_class(api_key, api_version, EntityType.request)
+
+
+def response_class(api_key: int, api_version: int) -> Any:
+    return entity_class(api_key, api_version, EntityType.response)
+
+
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
+    """api_key, api_version, correlation_id: readable in every header version."""
+    if len(frame) < HEADER_PREFIX.size:
+        raise MalformedRequest(f"a request of {len(frame)} bytes has no header")
+    api_key, api_version, correlation_id = HEADER_PREFIX.unpack_from(frame, 0)
+    return api_key, api_version, correlation_id
+
+
+def decode_request(frame: bytes, api_key: int, api_version: int) -> DecodedRequest:
+    """Parse a whole request frame (without its size prefix) of a served version."""
+    cls = request_class(api_key, api_version)
+    try:
+        header, header_size = entity_reader(cls.__header_schema__)(frame, 0)
+        body, _ = entity_reader(cls)(frame, header_size)
+    except Exception as err:  # kio raises struct/Value/Unicode/Index errors on bad bytes
+        raise MalformedRequest(
+            f"{api_name(api_key)} v{api_version}: {type(err).__name__}: {err}"
+        ) from None
+    # Bytes after the last field are ignored, as Kafka's parser ignores them:
+    # librdkafka 2.x sends three extra bytes after a Metadata v12 request for all topics.
+    return DecodedRequest(
+        api_key, api_version, header.correlation_id, getattr(header, "client_id", None), body
+    )
+
+
+def encode_response(correlation_id: int, response: Any) -> bytes:
+    """The response frame, size prefix included, with the header its class names
+    (v0 for ApiVersions at every version, as Kafka does)."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    header_cls = type(response).__header_schema__
+    entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
+    entity_writer(type(response))(buffer, response)
+    data = buffer.getbuffer()
+    SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buffer.getvalue()
+
+
+def encode_request(header: Any, request: Any) -> bytes:
+    """A request frame, size prefix included (the broker's own client uses it)."""
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    entity_writer(type(header))(buffer, header)
+    entity_writer(type(request))(buffer, request)
+    data = buffer.getbuffer()
+    SIZE.pack_into(data, 0, len(data) - 4)
+    del data
+    return buffer.getvalue()
+
+
+def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, Any]:
+    """correlation_id and the kio response of a frame without its size prefix."""
+    cls = response_class(api_key, api_version)
+    header, header_size = entity_reader(cls.__header_schema__)(frame, 0)
+    body, _ = entity_reader(cls)(frame, header_size)
+    return header.correlation_id, body
+
+
+# ------------------------------------------------------------------ building
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    name: str
+    kafka_type: str | None
+    nested: Any  # a nested entity class, or None
+    is_tuple: bool
+    has_default: bool
+
+
+@cache
+def _plan(cls: Any) -> tuple[_FieldPlan, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        hint = hints[f.name]
+        nested, is_tuple = _nested_entity(hint)
+        out.append(
+            _FieldPlan(
+                f.name,
+                f.metadata.get("kafka_type"),
+                nested,
+                is_tuple,
+                f.default is not MISSING or f.default_factory is not MISSING,
+            )
+        )
+    return tuple(out)
+
+
+def _nested_entity(hint: Any) -> tuple[Any, bool]:
+    """(entity class, is a tuple of them) for a field's type hint, or (None, False)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        inner = args[0] if args else None
+        return (inner if is_dataclass(inner) else None), True
+    if origin in (typing.Union, types.UnionType) and args:
+        return _nested_entity(args[0])
+    if is_dataclass(hint):
+        return hint, False
+    return None, False
+
+
+def build(cls: Any, values: Mapping[str, Any]) -> Any:
+    """An instance of kio class `cls` from a plain mapping: keys the class lacks
+    are dropped, nested mappings become nested entities, error codes become
+    ErrorCode, millisecond ints become timedeltas, topic-id strings UUIDs."""
+    kwargs: dict[str, Any] = {}
+    for plan in _plan(cls):
+        if plan.name not in values:
+            if not plan.has_default:
+                raise KeyError(f"{cls.__module__}.{cls.__name__} needs {plan.name!r}")
+            continue
+        value = values[plan.name]
+        if value is None:
+            kwargs[plan.name] = None
+        elif plan.nested is not None:
+            if plan.is_tuple:
+                kwargs[plan.name] = tuple(
+                    v if is_dataclass(v) else build(plan.nested, v) for v in value
+                )
+            else:
+                kwargs[plan.name] = value if is_dataclass(value) else build(plan.nested, value)
+        elif plan.is_tuple:
+            kwargs[plan.name] = tuple(value)
+        else:
+            kwargs[plan.name] = _primitive(plan.kafka_type, value)
+    return cls(**kwargs)
+
+
+def _primitive(kafka_type: str | None, value: Any) -> Any:
+    if kafka_type == "error_code":
+        return ErrorCode(int(value))
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
+        return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
+    if kafka_type == "uuid" and isinstance(value, str):
+        return topic_uuid(value)
+    return value
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """The image's topic id (base64url, 22 characters, as Kafka prints it) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
+
+
+def topic_id_text(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+def millis(value: datetime.timedelta | int) -> int:
+    """A kio timedelta field (timeout, max wait) in milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)

@@ -1,0 +1,128 @@
+"""The broker's Kafka protocol edge as one object: its listeners and its API dispatch.
+
+`broker_agent/main.py` starts it beside the metadata agent and stops it on the way
+out. It reads the committed metadata through the agent's cache (never the
+controller's write side) and asks the controller for producer-id blocks through
+the agent's admin client.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+
+from broker_agent.agent import BrokerAgent
+from broker_agent.config import BrokerConfig, KafkaTls
+from broker_agent.kafka.apis import KafkaApis
+from broker_agent.kafka.authz import KafkaAuthorizer
+from broker_agent.kafka.listener import KafkaListener
+from broker_agent.kafka.producer_ids import ProducerIdSource
+from broker_agent.partitions.replica_manager import ReplicaManager
+from quorum.common.channels import ListenerError
+from quorum.common.tls import SSL, ClientAuth
+from quorum.gen import admin_pb2 as api
+
+log = logging.getLogger("broker_agent.kafka")
+
+
+class KafkaServer:
+    def __init__(
+        self, config: BrokerConfig, agent: BrokerAgent, replicas: ReplicaManager | None
+    ) -> None:
+        self.config = config
+
+        async def allocate() -> tuple[int, int]:
+            reply = await agent.client.admin(
+                "AllocateProducerIds",
+                api.AllocateProducerIdsRequest(
+                    broker_id=config.node_id, broker_epoch=agent.stats.broker_epoch
+                ),
+                deadline_s=10,
+            )
+            return reply.producer_id_start, reply.producer_id_len
+
+        self.apis = KafkaApis(
+            config.node_id,
+            agent.cluster_id,
+            lambda: agent.image,
+            replicas,
+            ProducerIdSource(allocate),
+            KafkaAuthorizer(config.authorizer, lambda: agent.image),
+        )
+        self.listeners = [
+            KafkaListener(
+                name,
+                endpoint.host,
+                endpoint.port,
+                self.apis.handle,
+                config.socket_request_max_bytes,
+                max_idle_ms=config.connections_max_idle_ms,
+            )
+            for name, endpoint in config.listeners
+        ]
+
+    async def start(self) -> list[str]:
+        """Bind every listener; raises ListenerError naming the one that cannot bind."""
+        bound = []
+        for listener in self.listeners:
+            if self.config.listener_protocols.get(listener.name) == SSL:
+                assert self.config.kafka_tls is not None
+                listener.ssl_context = ssl_context(self.config.kafka_tls)
+            try:
+                port = await listener.start()
+            except OSError as err:
+                await self.stop()
+                raise ListenerError(
+                    f"cannot listen on {listener.name}://{listener.host}:{listener.port}: "
+                    f"{err.strerror}"
+                ) from err
+            bound.append(f"{listener.name}://{listener.host}:{port}")
+        return bound
+
+    async def stop(self) -> None:
+        for listener in self.listeners:
+            await listener.stop()
+
+
+_VERIFY = {
+    ClientAuth.NONE: ssl.CERT_NONE,
+    ClientAuth.REQUESTED: ssl.CERT_OPTIONAL,
+    ClientAuth.REQUIRED: ssl.CERT_REQUIRED,
+}
+
+
+def ssl_context(tls: KafkaTls) -> ssl.SSLContext:
+    """A TLS 1.2+ server context for the SSL Kafka listeners; the files are read now,
+    so a bad one stops the broker at start-up with the file named."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(tls.certificate_location, tls.key_location)
+        context.verify_mode = _VERIFY[tls.client_auth]
+        if tls.client_auth is not ClientAuth.NONE:
+            context.load_verify_locations(cafile=tls.ca_location)
+    except OSError as err:  # ssl.SSLError too
+        raise ListenerError(
+            f"cannot serve the SSL Kafka listener with {tls.certificate_location} "
+            f"and {tls.key_location}: {err}"
+        ) from err
+    return context
+
+
+def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The followers' TLS to leaders when the inter-broker listener is SSL: the
+    broker's own certificate (its principal, e.g. User:CN=broker-101, needs
+    CLUSTER_ACTION with ACLs on) and the CA its peers' certificates chain to."""
+    if config.listener_protocols.get(config.inter_broker_listener) != SSL:
+        return None
+    tls = config.kafka_tls
+    assert tls is not None
+    context = ssl.create_default_context(cafile=tls.ca_location or None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(tls.certificate_location, tls.key_location)
+    except OSError as err:
+        raise ListenerError(
+            f"cannot use {tls.certificate_location} to reach leaders: {err}"
+        ) from err
+    return context

@@ -1,0 +1,42 @@
+"""The one table of the Kafka APIs this broker serves, and their versions.
+
+`ApiVersions` answers with exactly this table; a request for an API or version
+outside it is refused the way Kafka refuses it (see `listener.py`). Each range
+is what the handlers implement and the client tests exercise: the versions that
+librdkafka 2.x, aiokafka 0.14 and kafka-python 3.x negotiate all fall inside.
+The lower bounds are Kafka 4's (older versions were removed in KIP-896), and kio
+has classes for exactly those.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+
+
+SERVED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 9),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+
+
+def is_served(api_key: int, api_version: int) -> bool:
+    try:
+        low, high = SERVED[ApiKey(api_key)]
+    except (ValueError, KeyError):
+        return False
+    return low <= api_version <= high
