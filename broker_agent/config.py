@@ -47,11 +47,27 @@ Kafka's keys (same meaning, same default):
 ``offsets.commit.timeout.ms``                  5000: an offsets write waits this long
                                                for acks=all
 ``offset.metadata.max.bytes``                  4096: a commit's metadata string
+``log.roll.ms``                                7 days: the active segment is closed this
+                                               long after its first batch (``segment.ms``)
+``log.cleanup.policy``                         delete: or compact, or compact,delete
+``log.cleaner.enable``                         true: compaction runs on this broker
+``log.cleaner.dedupe.buffer.size``             128 MiB: the key -> offset map's memory
+``log.cleaner.io.buffer.load.factor``          0.9: the map counts as full this full
+``log.cleaner.backoff.ms``                     15000: the pause when nothing needs cleaning
+``log.cleaner.io.max.bytes.per.second``        Long.MAX: the cleaner's read throttle
+``log.cleaner.min.cleanable.ratio``            0.5 (``min.cleanable.dirty.ratio``)
+``log.cleaner.min.compaction.lag.ms``          0 (``min.compaction.lag.ms``)
+``log.cleaner.max.compaction.lag.ms``          Long.MAX (``max.compaction.lag.ms``)
+``log.cleaner.delete.retention.ms``            1 day (``delete.retention.ms``): how long
+                                               a tombstone outlives its first cleaning
 =============================================  =========================================
 
 Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
-``retention.bytes``, ``segment.bytes``, ``flush.messages``, ``flush.ms``)
-override these per topic.
+``retention.bytes``, ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms``,
+``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
+``max.compaction.lag.ms``, ``delete.retention.ms``) override these per topic.
+``log.cleaner.threads`` (1) is accepted and does not apply: the cleaner is one
+asyncio task.
 
 Ours:
 
@@ -150,6 +166,18 @@ KEYS: tuple[str, ...] = (
     "offsets.retention.minutes",
     "offsets.commit.timeout.ms",
     "offset.metadata.max.bytes",
+    "log.roll.ms",
+    "log.cleanup.policy",
+    "log.cleaner.enable",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.threads",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -189,7 +217,54 @@ _INTS: dict[str, IntSpec] = {
     "offsets.retention.minutes": IntSpec("offsets_retention_minutes", 7 * 24 * 60, 1),
     "offsets.commit.timeout.ms": IntSpec("offsets_commit_timeout_ms", 5_000, 1),
     "offset.metadata.max.bytes": IntSpec("offset_metadata_max_bytes", 4096, 0),
+    "log.roll.ms": IntSpec("log_roll_ms", 7 * 24 * 3600 * 1000, 1, LONG_MAX),
+    "log.cleaner.dedupe.buffer.size": IntSpec("log_cleaner_dedupe_buffer_size", 128 << 20, 1024),
+    "log.cleaner.backoff.ms": IntSpec("log_cleaner_backoff_ms", 15_000, 0, LONG_MAX),
+    "log.cleaner.io.max.bytes.per.second": IntSpec(
+        "log_cleaner_io_max_bytes_per_second", LONG_MAX, 1, LONG_MAX
+    ),
+    "log.cleaner.min.compaction.lag.ms": IntSpec(
+        "log_cleaner_min_compaction_lag_ms", 0, 0, LONG_MAX
+    ),
+    "log.cleaner.max.compaction.lag.ms": IntSpec(
+        "log_cleaner_max_compaction_lag_ms", LONG_MAX, 1, LONG_MAX
+    ),
+    "log.cleaner.delete.retention.ms": IntSpec(
+        "log_cleaner_delete_retention_ms", 24 * 3600 * 1000, 0, LONG_MAX
+    ),
+    # Accepted so a Kafka broker's file loads; one asyncio task cleans whatever it says.
+    "log.cleaner.threads": IntSpec("log_cleaner_threads", 1, 1),
 }
+
+
+def _ratio(props: Mapping[str, str], key: str, default: float) -> float:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(key, f"must be a number between 0 and 1, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(key, f"must be a number between 0 and 1, got {raw!r}")
+    return value
+
+
+def _cleanup_policy(props: Mapping[str, str]) -> str:
+    raw = props.get("log.cleanup.policy", "delete")
+    items = [v.strip() for v in raw.split(",") if v.strip()]
+    if not items or any(v not in ("delete", "compact") for v in items):
+        raise ConfigError("log.cleanup.policy", f"must be delete, compact or both, got {raw!r}")
+    return ",".join(items)
+
+
+def _boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() not in ("true", "false"):
+        raise ConfigError(key, f"must be true or false, got {raw!r}")
+    return raw.strip().lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -225,6 +300,14 @@ class BrokerConfig:
     log_retention_bytes: int
     log_flush_interval_messages: int
     log_flush_interval_ms: int
+    log_roll_ms: int
+    log_cleaner_dedupe_buffer_size: int
+    log_cleaner_backoff_ms: int
+    log_cleaner_io_max_bytes_per_second: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_threads: int
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
@@ -240,6 +323,10 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     tls: TlsSettings | None = None
     metrics_tls: MetricsTls | None = None
+    log_cleanup_policy: str = "delete"
+    log_cleaner_enable: bool = True
+    log_cleaner_io_buffer_load_factor: float = 0.9
+    log_cleaner_min_cleanable_ratio: float = 0.5
     # (name, endpoint) of every Kafka listener, and what each is advertised as.
     listeners: tuple[tuple[str, Endpoint], ...] = ()
     advertised_listeners: tuple[tuple[str, Endpoint], ...] = ()
@@ -333,6 +420,10 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         log_level=log_level(props.get("log.level", "") or "INFO"),
         tls=tls,
         metrics_tls=metrics_tls,
+        log_cleanup_policy=_cleanup_policy(props),
+        log_cleaner_enable=_boolean(props, "log.cleaner.enable", True),
+        log_cleaner_io_buffer_load_factor=_ratio(props, "log.cleaner.io.buffer.load.factor", 0.9),
+        log_cleaner_min_cleanable_ratio=_ratio(props, "log.cleaner.min.cleanable.ratio", 0.5),
         listener_protocols=protocols,
         kafka_tls=kafka_tls,
         inter_broker_listener=inter_broker_listener(props, listeners, protocols),

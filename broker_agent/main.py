@@ -27,11 +27,12 @@ from broker_agent.kafka.server import KafkaServer, inter_broker_ssl_context
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from broker_agent.partitions.api import LeaderFetchClient
+from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
-from quorum.common.config import ConfigError
+from quorum.common.config import LONG_MAX, ConfigError
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
@@ -88,6 +89,23 @@ def replica_config(config: BrokerConfig) -> ReplicaConfig:
             min_insync_replicas=config.min_insync_replicas,
             flush_interval_messages=config.log_flush_interval_messages,
             flush_interval_ms=config.log_flush_interval_ms,
+            cleanup_policy=config.log_cleanup_policy,
+            min_cleanable_dirty_ratio=config.log_cleaner_min_cleanable_ratio,
+            min_compaction_lag_ms=config.log_cleaner_min_compaction_lag_ms,
+            max_compaction_lag_ms=config.log_cleaner_max_compaction_lag_ms,
+            delete_retention_ms=config.log_cleaner_delete_retention_ms,
+            segment_ms=config.log_roll_ms,
+        ),
+        cleaner=CleanerConfig(
+            enable=config.log_cleaner_enable,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
+            backoff_ms=config.log_cleaner_backoff_ms,
+            io_max_bytes_per_second=(
+                float("inf")
+                if config.log_cleaner_io_max_bytes_per_second == LONG_MAX
+                else float(config.log_cleaner_io_max_bytes_per_second)
+            ),
         ),
     )
 

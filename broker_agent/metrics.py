@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from broker_agent.agent import ONLINE, STATE_NAMES, BrokerAgent
+from broker_agent.partitions.log_cleaner import CleanerStats
 from quorum.common.metrics_endpoint import LATENCY_BUCKETS, MetricsEndpoint
 
 
@@ -70,6 +71,59 @@ class AgentCollector(Collector):
             "quorum_broker_metadata_snapshots_loaded", "Snapshots loaded from the controller.",
             value=agent.stats.snapshots_loaded,
         )  # fmt: skip
+        if agent.replicas is not None:
+            yield from cleaner_metrics(agent.replicas.cleaner.stats, agent.replicas.clock())
+
+
+def cleaner_metrics(
+    stats: CleanerStats, now_ms: int
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The log cleaner's (Kafka's `kafka.log:type=LogCleaner` and `LogCleanerManager`)."""
+    prefix = "quorum_broker_log_cleaner_"
+    counters = [
+        ("runs", "Cleaning rounds completed.", stats.runs),
+        ("aborted_rounds", "Rounds dropped because the log changed under them.",
+         stats.aborted_rounds),
+        ("read_bytes", "Bytes of batches the cleaner read while rewriting.", stats.bytes_read),
+        ("written_bytes", "Bytes of batches the cleaner wrote.", stats.bytes_written),
+        ("removed_records", "Records removed (superseded, expired tombstones, keyless).",
+         stats.records_removed),
+        ("reclaimed_bytes", "Bytes removed from logs by cleaning.", stats.bytes_removed),
+    ]  # fmt: skip
+    for name, text, value in counters:
+        yield CounterMetricFamily(prefix + name, text, value=value)
+    since = stats.last_check_ms if stats.last_check_ms >= 0 else now_ms
+    gauges = [
+        ("max_dirty_percent", "Largest dirty ratio of a compacted log, in percent.",
+         100 * stats.max_dirty_ratio),
+        ("recopy_percent", "Bytes written / bytes read by the last round, in percent.",
+         100 * stats.last_recopy_ratio),
+        ("max_clean_time_seconds", "Duration of the last round.", stats.last_run_seconds),
+        ("max_buffer_utilization_percent", "How full the last round's offset map got.",
+         100 * stats.last_buffer_utilization),
+        ("time_since_last_run_seconds", "Since the cleaner last looked for work.",
+         max(0, now_ms - since) / 1000),
+        ("uncleanable_partitions", "Partitions a failed round marked uncleanable.",
+         len(stats.uncleanable)),
+    ]  # fmt: skip
+    for name, text, value in gauges:
+        yield GaugeMetricFamily(prefix + name, text, value=value)
+    labels = ["topic", "partition"]
+    dirty = GaugeMetricFamily(prefix + "partition_dirty_ratio",
+                              "A compacted partition's dirty ratio when last checked.",
+                              labels=labels)  # fmt: skip
+    last = GaugeMetricFamily(prefix + "partition_last_run_timestamp_seconds",
+                             "When a round on the partition last completed (0: never).",
+                             labels=labels)  # fmt: skip
+    reclaimed = CounterMetricFamily(prefix + "partition_reclaimed_bytes",
+                                    "Bytes cleaning removed from the partition's log.",
+                                    labels=labels)  # fmt: skip
+    for (topic, partition), state in sorted(stats.partitions.items()):
+        values = [topic, str(partition)]
+        dirty.add_metric(values, state.dirty_ratio)
+        last.add_metric(values, max(0, state.last_run_end_ms) / 1000)
+        reclaimed.add_metric(values, state.reclaimed_bytes)
+    yield from (dirty, last, reclaimed)
 
 
 class AgentMetrics(MetricsEndpoint):

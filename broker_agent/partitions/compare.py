@@ -4,6 +4,10 @@ Reads partition directories read-only (no lock: it works beside running
 brokers, ignoring a tail still being written) and compares the stored Kafka
 batches, offset by offset, below `upper_offset`. Usable from tests and by
 operators: `python -m broker_agent.partitions.compare DIR DIR... --below HW`.
+
+Compacted topics' replicas clean independently, so they may differ in which
+superseded records they still hold: `--compacted` compares each key's latest
+(offset, value) instead, a delete (tombstone) counting as no value.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from broker_agent.partitions.record_codec import UnsupportedCompression, records_of, value_of
 from quorum.log.batch_format import (
     HEADER_SIZE,
     HeaderChecksumError,
@@ -68,16 +73,58 @@ def compare_replicas(directories: Sequence[Path], upper_offset: int) -> list[str
     return problems
 
 
+def latest_values(directory: Path, upper_offset: int) -> dict[bytes, tuple[int, bytes]]:
+    """Every key's latest (offset, value) below `upper_offset`; deleted keys left out."""
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    for base, _, data in stored_batches(directory):
+        if base >= upper_offset:
+            break
+        try:
+            _, records = records_of(data)
+        except UnsupportedCompression:
+            continue
+        for record in records:
+            if record.key is not None and record.offset < upper_offset:
+                latest[record.key] = (record.offset, value_of(record))
+    return {k: (o, v) for k, (o, v) in latest.items() if v is not None}
+
+
+def compare_compacted(directories: Sequence[Path], upper_offset: int) -> list[str]:
+    """Keys whose latest (offset, value) below `upper_offset` differs between the
+    first replica and each other (empty when they agree)."""
+    problems: list[str] = []
+    reference = latest_values(directories[0], upper_offset)
+    for other in directories[1:]:
+        theirs = latest_values(other, upper_offset)
+        for key in sorted(set(reference) | set(theirs)):
+            mine, their = reference.get(key), theirs.get(key)
+            if mine != their:
+                problems.append(
+                    f"{directories[0]} vs {other}: key {key!r}: "
+                    f"latest {_show(mine)} vs {_show(their)}"
+                )
+    return problems
+
+
+def _show(latest: tuple[int, bytes] | None) -> str:
+    return "none" if latest is None else f"offset {latest[0]} ({len(latest[1])} bytes)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directories", nargs="+", type=Path, help="replica directories (topic-N)")
     parser.add_argument("--below", type=int, required=True, help="the high watermark")
+    parser.add_argument(
+        "--compacted", action="store_true", help="compare each key's latest (offset, value)"
+    )
     args = parser.parse_args(argv)
-    problems = compare_replicas(args.directories, args.below)
+    compare = compare_compacted if args.compacted else compare_replicas
+    problems = compare(args.directories, args.below)
     for line in problems:
         print(line)
     if not problems:
-        print(f"{len(args.directories)} replicas byte-identical below offset {args.below}")
+        same = "agree on every key's latest value" if args.compacted else "byte-identical"
+        print(f"{len(args.directories)} replicas {same} below offset {args.below}")
     return 1 if problems else 0
 
 

@@ -31,6 +31,7 @@ from quorum.raft.records import SnapshotId
 
 KAFKA_DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 HW_CHECKPOINT = "high-watermark.checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # the first dirty offset (log_cleaner.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,26 @@ class LogConfig:
     min_insync_replicas: int = 1
     flush_interval_messages: int = 2**63 - 1
     flush_interval_ms: int = 2**63 - 1
+    # Compaction (Kafka's topic configs and defaults; see log_cleaner.py).
+    cleanup_policy: str = "delete"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in _policies(self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size applies (`delete`, or `compact,delete`)."""
+        return "delete" in _policies(self.cleanup_policy)
+
+
+def _policies(value: str) -> set[str]:
+    return {p.strip().lower() for p in value.split(",")}
 
 
 def directory_name(topic: str, partition: int) -> str:
@@ -54,10 +75,14 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
         self.directory = directory
         self.config = config
-        self.store = FileLogStore(directory, segment_bytes=min(config.segment_bytes, 2**31 - 1))
+        # Offset gaps: compaction removes records, and followers copy the gaps.
+        self.store = FileLogStore(
+            directory, segment_bytes=min(config.segment_bytes, 2**31 - 1), offset_gaps=True
+        )
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
         self._checkpointed_hw = -1
+        self._active_first_timestamp = (-1, -1)  # (active segment base, its first batch's time)
 
     # ----------------------------------------------------------------- reads
 
@@ -127,6 +152,7 @@ class PartitionLog:
         self, batches: list[tuple[RecordBatchHeader, bytes]], leader_epoch: int, now_ms: int
     ) -> int:
         """Stamp offsets and the leader epoch and append; the first offset given."""
+        self.maybe_roll(max(h.max_timestamp for h, _ in batches))
         base = offset = self.log_end_offset
         stored: list[OpaqueBatch] = []
         for header, data in batches:
@@ -142,7 +168,8 @@ class PartitionLog:
         """Append a leader's Fetch answer as it came (offsets and epochs already set);
         the number of batches appended. Raises InvalidRecordBatch or ValueError
         (batches not following on from the log end) before appending anything."""
-        batches = split_batches(data)
+        batches = split_batches(data, allow_empty=True)
+        self.maybe_roll(max(h.max_timestamp for h, _ in batches))
         stored = [
             self._opaque(h.base_offset, h.partition_leader_epoch, raw, h) for h, raw in batches
         ]
@@ -175,11 +202,28 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 
+    def maybe_roll(self, incoming_max_timestamp: int) -> bool:
+        """Kafka's `segment.ms`, checked on append as Kafka does: a batch whose
+        timestamp is `segment.ms` past the active segment's first batch starts a
+        new segment, so the cleaner (or retention) can reach the old one's records."""
+        active = self.store.segments[-1]
+        if active.size_bytes == 0:
+            return False
+        if self._active_first_timestamp[0] != active.base_offset:
+            first = self.store.read(active.base_offset, 1)
+            timestamp = first[0].append_time_ms if first else incoming_max_timestamp
+            self._active_first_timestamp = (active.base_offset, timestamp)
+        if incoming_max_timestamp - self._active_first_timestamp[1] < self.config.segment_ms:
+            return False
+        return self.store.roll()
+
     def truncate_to(self, offset: int) -> None:
         """Cut the log to end at `offset` (a batch it falls inside goes whole);
         below the log start, start over empty at `offset`."""
         if offset >= self.log_end_offset:
             return
+        if self.cleaner_checkpoint() > offset:
+            self.write_cleaner_checkpoint(offset)  # what follows is new, hence dirty
         if offset <= self.log_start_offset:
             self.reset_to(offset)
             return
@@ -211,6 +255,8 @@ class PartitionLog:
     def apply_retention(self, now_ms: int, high_watermark: int) -> int:
         """Kafka's `retention.ms` and `retention.bytes`: drop whole segments wholly
         below the HW (never the active one), oldest first; the new log start."""
+        if not self.config.delete:
+            return self.log_start_offset  # cleanup.policy=compact: only the cleaner removes
         segments = self.store.segments
         total = sum(s.size_bytes for s in segments)
         new_start = self.log_start_offset
@@ -229,6 +275,16 @@ class PartitionLog:
         if new_start > self.log_start_offset:
             self.advance_log_start(new_start)
         return self.log_start_offset
+
+    def cleaner_checkpoint(self) -> int:
+        """Where the cleaner's last round stopped mapping; -1 if it never ran."""
+        try:
+            return int((self.directory / CLEANER_CHECKPOINT).read_text().strip())
+        except (OSError, ValueError):
+            return -1
+
+    def write_cleaner_checkpoint(self, offset: int) -> None:
+        write_atomically(self.directory / CLEANER_CHECKPOINT, b"%d\n" % offset)
 
     def load_high_watermark(self) -> int:
         """The HW last checkpointed (Kafka's replication-offset-checkpoint), capped

@@ -91,6 +91,12 @@ class ProducerStateTable:
             )
         )
 
+    def last_batch_offset(self, producer_id: int) -> int | None:
+        """Base offset of the producer's last batch in the log: the cleaner keeps
+        that batch (empty if need be) so its sequence survives, as Kafka does."""
+        entry = self._producers.get(producer_id)
+        return entry.batches[-1].first_offset if entry and entry.batches else None
+
     def rebuild(self, headers: Iterable[RecordBatchHeader]) -> None:
         """From the stored batches (on open, and after a truncation)."""
         self._producers.clear()

@@ -97,9 +97,13 @@ def parse_header(data: bytes | memoryview, position: int = 0) -> RecordBatchHead
     return RecordBatchHeader(*_HEADER.unpack_from(data, position))
 
 
-def split_batches(data: bytes) -> list[tuple[RecordBatchHeader, bytes]]:
+def split_batches(
+    data: bytes, *, allow_empty: bool = False
+) -> list[tuple[RecordBatchHeader, bytes]]:
     """Every batch in a Produce request's (or a Fetch answer's) record set,
-    checked: framing, magic, CRC, offset delta and record count."""
+    checked: framing, magic, CRC, offset delta and record count. `allow_empty`:
+    a leader's answer may hold batches compaction emptied (kept for their
+    producer's sequence), which no producer may send."""
     out: list[tuple[RecordBatchHeader, bytes]] = []
     position = 0
     view = memoryview(data)
@@ -114,7 +118,7 @@ def split_batches(data: bytes) -> list[tuple[RecordBatchHeader, bytes]]:
             raise InvalidRecordBatch(f"record batch magic {header.magic}, only 2 is served")
         if google_crc32c.value(bytes(view[position + _CRC_START : end])) != header.crc:
             raise InvalidRecordBatch("record batch CRC-32C mismatch")
-        if header.last_offset_delta < 0 or header.records_count < 1:
+        if header.last_offset_delta < 0 or header.records_count < (0 if allow_empty else 1):
             raise InvalidRecordBatch(
                 f"batch with {header.records_count} records and last offset delta "
                 f"{header.last_offset_delta}",

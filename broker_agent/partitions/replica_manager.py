@@ -20,6 +20,7 @@ the broker agent when it applies metadata):
     offsets_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
         -> EpochEndOffsetResult(error, leader_epoch, end_offset)
     tick() -> None              # ISR shrink by lag, retention, timed flush (also a task)
+    cleaner: CleanerTask        # compaction (log_cleaner.py), a task of its own
     high_watermark(topic, partition) / log_end_offset(...) / partition_state(...)
 
 Roles follow the metadata: the replica named leader becomes leader at that
@@ -59,11 +60,14 @@ from broker_agent.partitions.api import (
     ListOffsetsResult,
 )
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment, view_for_broker
+from broker_agent.partitions.cleaner_task import CleanerTask
 from broker_agent.partitions.fetcher import FollowerFetcher
+from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition import Partition, Role
 from broker_agent.partitions.partition_log import LogConfig, PartitionLog, directory_name
 from broker_agent.partitions.producer_state import ProducerStateTable, SequenceCheck
 from broker_agent.partitions.record_batch import InvalidRecordBatch, split_batches
+from broker_agent.partitions.record_codec import keyless_record
 from broker_agent.replication import leader as rules
 from broker_agent.replication.acks import AcksOutcome, check_before_append, check_replicated
 from broker_agent.replication.follower import TruncationMode, diverging_epoch
@@ -93,6 +97,7 @@ class ReplicaConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1_000
     tick_interval_ms: int | None = 1_000  # None: the caller ticks (tests)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
 
 def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str, str]) -> LogConfig:
@@ -104,6 +109,13 @@ def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str,
         except ValueError:
             return default
 
+    def ratio(key: str, default: float) -> float:
+        try:
+            value = float(topic[key]) if key in topic else default
+        except ValueError:
+            return default
+        return value if 0.0 <= value <= 1.0 else default
+
     return LogConfig(
         segment_bytes=num("segment.bytes", defaults.segment_bytes),
         retention_ms=num("retention.ms", defaults.retention_ms),
@@ -112,6 +124,14 @@ def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str,
         min_insync_replicas=num("min.insync.replicas", defaults.min_insync_replicas),
         flush_interval_messages=num("flush.messages", defaults.flush_interval_messages),
         flush_interval_ms=num("flush.ms", defaults.flush_interval_ms),
+        cleanup_policy=topic.get("cleanup.policy", defaults.cleanup_policy),
+        min_cleanable_dirty_ratio=ratio(
+            "min.cleanable.dirty.ratio", defaults.min_cleanable_dirty_ratio
+        ),
+        min_compaction_lag_ms=num("min.compaction.lag.ms", defaults.min_compaction_lag_ms),
+        max_compaction_lag_ms=num("max.compaction.lag.ms", defaults.max_compaction_lag_ms),
+        delete_retention_ms=num("delete.retention.ms", defaults.delete_retention_ms),
+        segment_ms=num("segment.ms", defaults.segment_ms),
     )
 
 
@@ -140,6 +160,7 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._closed = False
+        self.cleaner = CleanerTask(self, self.config.cleaner)
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------ lifecycle
@@ -147,11 +168,13 @@ class ReplicaManager:
     async def start(self) -> None:
         if self.config.tick_interval_ms is not None and self._ticker is None:
             self._ticker = asyncio.create_task(self._tick_loop())
+            self.cleaner.start()
 
     async def close(self) -> None:
         self._closed = True
         if self.fetcher is not None:
             await self.fetcher.stop()
+        await self.cleaner.stop()
         tasks = [*self._tasks, *([self._ticker] if self._ticker else [])]
         for task in tasks:
             task.cancel()
@@ -313,6 +336,16 @@ class ReplicaManager:
             if header.is_transactional or header.is_control:
                 return AppendResult(
                     ErrorCode.invalid_record, error_message="transactions are not supported"
+                )
+            try:
+                keyless = config.compact and keyless_record(data)
+            except InvalidRecordBatch as exc:
+                return AppendResult(ErrorCode.corrupt_message, error_message=str(exc))
+            if keyless:
+                return AppendResult(
+                    ErrorCode.invalid_record,
+                    error_message=f"Compacted topic cannot accept message without key in "
+                    f"topic partition {topic}-{partition}.",
                 )
         if (
             check_before_append(acks, len(part.isr), config.min_insync_replicas)
@@ -551,7 +584,7 @@ class ReplicaManager:
                     )  # fmt: skip
                     self._request_isr_change(part, change)
             if part.role is Role.LEADER:
-                part.log.apply_retention(now, part.high_watermark)
+                part.log.apply_retention(now, part.high_watermark)  # policy delete only
             part.log.maybe_flush(now)
             part.log.checkpoint_high_watermark(part.high_watermark)
 

@@ -43,6 +43,14 @@ def _int(low: int, high: int = INT_MAX) -> Callable[[str], str | None]:
     return check
 
 
+def _ratio(value: str) -> str | None:
+    """A double in [0, 1] (`min.cleanable.dirty.ratio`), in plain decimal notation."""
+    digits = value.replace(".", "", 1)
+    if not digits or not is_ascii_integer(digits) or not 0.0 <= float(value) <= 1.0:
+        return "must be a number between 0 and 1"
+    return None
+
+
 def _bool(value: str) -> str | None:
     return None if value.lower() in ("true", "false") else "must be true or false"
 
@@ -70,8 +78,10 @@ _TOPIC_KEYS = [
     ConfigKey("compression.type", "producer",
               _one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigKey("delete.retention.ms", "86400000", _int(0, LONG_MAX)),
+    ConfigKey("max.compaction.lag.ms", str(LONG_MAX), _int(1, LONG_MAX)),
     ConfigKey("max.message.bytes", "1048588", _int(0)),
     ConfigKey("message.timestamp.type", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("min.cleanable.dirty.ratio", "0.5", _ratio),
     ConfigKey("min.compaction.lag.ms", "0", _int(0, LONG_MAX)),
     ConfigKey("min.insync.replicas", "1", _int(1)),
     ConfigKey("retention.bytes", "-1", _int(-1, LONG_MAX)),

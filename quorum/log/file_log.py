@@ -45,6 +45,13 @@ from quorum.log.fsutil import fsync_dir, lock_directory
 from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
 from quorum.log.retention import LogRetention, RetiredSegment
 from quorum.log.segment import Segment, index_file_name, log_file_name
+from quorum.log.segment_swap import (
+    CleanedSegment,
+    CleanedSegmentWriter,
+    commit_swap,
+    complete_interrupted_swaps,
+    finish_swap,
+)
 from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
 
 log = logging.getLogger(__name__)
@@ -75,7 +82,10 @@ class FileLogStore:
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
         retention: LogRetention | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        offset_gaps: bool = False,
     ) -> None:
+        """`offset_gaps`: a compacted data-plane log, whose batches may skip offsets
+        (never go back) and whose segments may be replaced by rewritten ones."""
         if not 0 < segment_bytes <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes must be in (0, {MAX_SEGMENT_BYTES}]")
         if index_interval_bytes <= 0:
@@ -85,6 +95,7 @@ class FileLogStore:
         self.index_interval_bytes = index_interval_bytes
         self.retention = retention if retention is not None else LogRetention()
         self._clock = clock
+        self.offset_gaps = offset_gaps
         self._segments: list[Segment] = []
         self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
         self._unsynced_bytes = 0  # appended since the last flush began
@@ -100,7 +111,10 @@ class FileLogStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = lock_directory(self.directory)
         try:
-            self._open(plan_recovery(self.directory, index_interval_bytes))
+            if offset_gaps:
+                for name in complete_interrupted_swaps(self.directory):
+                    log.warning("%s: completed an interrupted segment swap (%s)", directory, name)
+            self._open(plan_recovery(self.directory, index_interval_bytes, offset_gaps=offset_gaps))
         except BaseException:
             self._release()
             raise
@@ -300,6 +314,85 @@ class FileLogStore:
             fsync_dir(self.directory)
         return deleted
 
+    def roll(self) -> bool:
+        """Start a new active segment now (Kafka's `segment.ms`), unless the
+        active one is empty. Whether it rolled."""
+        with self._state:
+            self._wait_for_flush()
+            active = self._segments[-1]
+            if active.size == 0:
+                return False
+            self._roll(active.next_offset)
+            fsync_dir(self.directory)
+            self._directory_unsynced = False
+            return True
+
+    def segment_file(self, base_offset: int) -> Path:
+        return self.directory / log_file_name(base_offset)
+
+    def cleaned_segment_writer(self, base_offset: int, end_offset: int) -> CleanedSegmentWriter:
+        """Where a rewrite of the segments in [base_offset, end_offset) is written."""
+        return CleanedSegmentWriter(self.directory, base_offset, end_offset,
+                                    self.index_interval_bytes)  # fmt: skip
+
+    def replace_segments(
+        self,
+        expected: Sequence[SegmentInfo],
+        cleaned: CleanedSegment,
+        *,
+        hook: Callable[[str], None] | None = None,
+    ) -> bool:
+        """Swap in the rewritten segment `cleaned` (written and fsync'd through
+        `cleaned_segment_writer`) for the segments `expected` (contiguous, from its
+        base up to its end offset, the active segment not among them); see segment_swap.py.
+        False, changing nothing, when the log no longer holds exactly those
+        segments (retention or a truncation got there first). `hook` is called
+        at each step of the swap with its name (the crash tests stop there)."""
+        if not self.offset_gaps:
+            raise ValueError("only a log opened with offset_gaps may replace segments")
+        with self._state:
+            self._wait_for_flush()
+            bases = [s.base_offset for s in self._segments]
+            base, end_offset = cleaned.base_offset, cleaned.end_offset
+            if expected[0].base_offset != base:
+                return False
+            if base not in bases:
+                return False
+            first = bases.index(base)
+            current = self._segments[first : first + len(expected)]
+            following = self._segments[first + len(expected) :]
+            if (
+                [SegmentInfo(s.base_offset, s.next_offset, s.size, s.last_append_time_ms)
+                 for s in current] != list(expected)
+                or not following
+                or following[0].base_offset != end_offset
+            ):  # fmt: skip
+                return False
+            # The rewritten segment may hold no batch of an epoch any more: only
+            # the stored cache will say where that epoch began after a restart.
+            self._epochs.persist_if_dirty()
+            commit_swap(self.directory, base, end_offset)
+            if hook:
+                hook("committed")
+            for segment in current:
+                self._forget_unsynced(segment)
+                segment.close()
+            finish_swap(self.directory, base, end_offset, hook)
+            segment = Segment(
+                self.directory,
+                base,
+                self.index_interval_bytes,
+                next_offset=cleaned.next_offset,
+                size=cleaned.size,
+                index_entries=cleaned.index_entries,
+                last_append_time_ms=cleaned.last_append_time_ms,  # what a reopen finds
+            )
+            segment.rewrite_index()
+            self._segments[first : first + len(expected)] = [segment]
+            if hook:
+                hook("swapped")
+            return True
+
     def close(self) -> None:
         with self._state:
             self._wait_for_flush()
@@ -383,6 +476,13 @@ class FileLogStore:
         stored = LeaderEpochCache.load(self._epochs.path)
         if stored is not None and stored.entries == derived.entries:
             return stored
+        if stored is not None and self.offset_gaps and _agrees(stored, epoch_starts):
+            # Compaction may have removed an epoch's first batches (or all of
+            # them): the stored cache still knows where each epoch began.
+            stored.truncate_from_end(self.end_offset)
+            stored.truncate_from_start(self._start_offset, self.end_offset)
+            stored.persist_if_dirty()
+            return stored
         derived.persist()
         return derived
 
@@ -452,7 +552,9 @@ class FileLogStore:
         last_epoch = self._last_epoch()
         encoded: list[tuple[bytes, bytes, bytes]] = []
         for batch in batches:
-            if batch.base_offset != expected:
+            if batch.base_offset != expected and not (
+                self.offset_gaps and batch.base_offset > expected
+            ):
                 raise ValueError(f"append at {batch.base_offset}, log end is {expected}")
             if not batch.records:
                 raise ValueError(f"batch at {batch.base_offset} has no records")
@@ -499,8 +601,15 @@ class FileLogStore:
         """(segment index, position, header) of the batch holding `offset`."""
         index = bisect_right([s.base_offset for s in self._segments], offset) - 1
         if index < 0:
-            return None
+            if not self.offset_gaps or not self._segments:
+                return None
+            index = 0  # the log start may fall in a gap before the first batch
         found = self._segments[index].locate(offset)
+        while found is None and self.offset_gaps and index + 1 < len(self._segments):
+            # A compacted segment may end before the next one starts: the
+            # offset is in a gap, and the next batch holds what follows it.
+            index += 1
+            found = self._segments[index].locate(offset)
         if found is None:
             return None
         return index, found[0], found[1]
@@ -519,6 +628,17 @@ class FileLogStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
+
+
+def _agrees(cache: LeaderEpochCache, epoch_starts: list[tuple[int, int]]) -> bool:
+    """Whether every epoch change the log shows is where the cache puts that epoch."""
+    entries = cache.entries
+    starts = [e.start_offset for e in entries]
+    for epoch, offset in epoch_starts:
+        i = bisect_right(starts, offset) - 1
+        if i < 0 or entries[i].epoch != epoch:
+            return False
+    return True
 
 
 class PendingFlush:

@@ -44,7 +44,11 @@ class RecoveryPlan:
         return starts
 
 
-def plan_recovery(directory: Path, index_interval_bytes: int) -> RecoveryPlan:
+def plan_recovery(
+    directory: Path, index_interval_bytes: int, *, offset_gaps: bool = False
+) -> RecoveryPlan:
+    """`offset_gaps`: a compacted log, where segments and batches may start past
+    the previous one's end (never before it), and the first segment past the log start."""
     checkpoint = read_checkpoint(directory / CHECKPOINT_FILE)
     names = set(os.listdir(directory))
     bases = sorted(b for b in (parse_log_file_name(n) for n in names) if b is not None)
@@ -60,7 +64,9 @@ def plan_recovery(directory: Path, index_interval_bytes: int) -> RecoveryPlan:
     previous_epoch = -1
     for i, base in enumerate(bases):
         path = directory / log_file_name(base)
-        if scans and base != scans[-1].next_offset:
+        if scans and (
+            base < scans[-1].next_offset or (base > scans[-1].next_offset and not offset_gaps)
+        ):
             previous = scans[-1]
             raise LogCorruptionError(
                 path,
@@ -69,11 +75,16 @@ def plan_recovery(directory: Path, index_interval_bytes: int) -> RecoveryPlan:
                 offset=base,
             )
         scan = scan_segment(
-            path, base, previous_epoch, index_interval_bytes, is_tail=i == len(bases) - 1
+            path,
+            base,
+            previous_epoch,
+            index_interval_bytes,
+            is_tail=i == len(bases) - 1,
+            offset_gaps=offset_gaps,
         )
         scans.append(scan)
         previous_epoch = scan.last_epoch
-    _check_against_snapshot(directory, checkpoint, scans)
+    _check_against_snapshot(directory, checkpoint, scans, offset_gaps)
     stale = [scan.base_offset for scan in scans if _index_is_stale(scan, index_interval_bytes)]
     return RecoveryPlan(
         checkpoint, tuple(bases), tuple(scans), tuple(stale), tuple(sorted(leftovers))
@@ -81,14 +92,14 @@ def plan_recovery(directory: Path, index_interval_bytes: int) -> RecoveryPlan:
 
 
 def _check_against_snapshot(
-    directory: Path, checkpoint: LogStartCheckpoint, scans: list[SegmentScan]
+    directory: Path, checkpoint: LogStartCheckpoint, scans: list[SegmentScan], offset_gaps: bool
 ) -> None:
     if not scans:
         return
     snapshot = checkpoint.snapshot_id
     start = snapshot.end_offset if snapshot else 0
     first = scans[0]
-    if first.base_offset > start:
+    if first.base_offset > start and not offset_gaps:
         raise LogCorruptionError(
             first.path,
             f"the log should start at or before offset {start} but its first segment "

@@ -12,6 +12,8 @@ corruption:
   followed by anything but zeros, a header that fails its own checksum, a
   batch at an unexpected offset, any damage in a segment that is not the tail.
 
+A compacted log (`offset_gaps`) may skip offsets between batches, never go back.
+
 A process crash (kill -9) can only leave a prefix of a write on disk, so it
 always produces the first kind.
 """
@@ -57,7 +59,10 @@ def scan_segment(
     index_interval_bytes: int,
     *,
     is_tail: bool,
+    offset_gaps: bool = False,
 ) -> SegmentScan:
+    """`offset_gaps`: a batch may start past where the previous one ended (a
+    compacted data-plane log), never before it."""
     data = path.read_bytes()
     size = len(data)
     position = 0
@@ -86,7 +91,7 @@ def scan_segment(
         problem = header_problem(header)
         if problem is not None:
             raise fail(problem)
-        if header.base_offset != expected:
+        if header.base_offset != expected and not (offset_gaps and header.base_offset > expected):
             raise fail(f"batch has base offset {header.base_offset}, expected {expected}")
         if header.epoch < epoch:
             raise fail(f"batch epoch {header.epoch} is below the previous epoch {epoch}")

@@ -1,0 +1,142 @@
+"""The broker's log cleaner as one asyncio task (Kafka's `log.cleaner.threads`
+does not apply: one task, one log at a time).
+
+Every `log.cleaner.backoff.ms` it picks the filthiest compacted partition this
+broker holds, leader or follower alike (each replica cleans its own log, as in
+Kafka), and runs one round of `LogCleaner` in bounded steps, yielding to the
+event loop between them and sleeping as `log.cleaner.io.max.bytes.per.second`
+requires. A round whose partition was deleted, truncated or reset meanwhile is
+dropped (its `.cleaned` file removed); a round that fails marks the partition
+uncleanable (logged, counted) and the broker keeps serving it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker_agent.partitions.log_cleaner import (
+    CleanerConfig,
+    CleanerStats,
+    LogCleaner,
+    PartitionCleaning,
+    RoundResult,
+    cleanable_range,
+    should_clean,
+)
+from broker_agent.partitions.partition import Partition
+
+if TYPE_CHECKING:
+    from broker_agent.partitions.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class CleanerTask:
+    def __init__(self, manager: ReplicaManager, config: CleanerConfig) -> None:
+        self.manager = manager
+        self.config = config
+        self.cleaner = LogCleaner(config)
+        self.started_ms = manager.clock()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def stats(self) -> CleanerStats:
+        return self.cleaner.stats
+
+    def start(self) -> None:
+        if self.config.enable and self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                cleaned = await self.clean_once()
+            except Exception:  # never let one bad round stop compaction for good
+                log.exception("broker %d: log cleaner pass failed", self.manager.broker_id)
+                cleaned = False
+            if not cleaned:
+                await asyncio.sleep(self.config.backoff_ms / 1000)
+
+    def filthiest(self, now_ms: int) -> Partition | None:
+        """The compacted partition most in need of cleaning, if any needs it;
+        also updates the max dirty ratio the metrics show."""
+        best: tuple[float, Partition] | None = None
+        max_ratio = 0.0
+        live = {part.log.directory for part in self.manager.partitions.values()}
+        for directory in [d for d in self.cleaner.horizons if d not in live]:
+            del self.cleaner.horizons[directory]  # a deleted partition's
+        per_partition = self.stats.partitions
+        for key in [k for k in per_partition if k not in self.manager.partitions]:
+            del per_partition[key]
+        for key, part in list(self.manager.partitions.items()):
+            name = f"{part.topic}-{part.partition}"
+            if not part.log.config.compact:
+                per_partition.pop(key, None)
+                continue
+            if name in self.stats.uncleanable:
+                continue
+            cleanable = cleanable_range(part.log, part.high_watermark, now_ms)
+            max_ratio = max(max_ratio, cleanable.dirty_ratio)
+            per_partition.setdefault(key, PartitionCleaning()).dirty_ratio = cleanable.dirty_ratio
+            horizon = self.cleaner.horizons.get(part.log.directory)
+            if should_clean(part.log, cleanable, now_ms, horizon) and (
+                best is None or cleanable.dirty_ratio > best[0]
+            ):
+                best = (cleanable.dirty_ratio, part)
+        self.stats.max_dirty_ratio = max_ratio
+        self.stats.last_check_ms = now_ms
+        return best[1] if best else None
+
+    async def clean_once(self) -> bool:
+        """One round on the filthiest partition; whether one ran to its end."""
+        now = self.manager.clock()
+        part = self.filthiest(now)
+        if part is None:
+            return False
+        plog = part.log
+        name = f"{part.topic}-{part.partition}"
+        result = RoundResult()
+        steps = self.cleaner.clean_steps(plog, part.high_watermark, now, part.producers, result)
+        window_start, window_bytes = time.monotonic(), 0
+        try:
+            for step_bytes in steps:
+                await asyncio.sleep(0)
+                window_bytes += step_bytes
+                limit = self.config.io_max_bytes_per_second
+                if limit != float("inf"):
+                    ahead = window_bytes / limit - (time.monotonic() - window_start)
+                    if ahead > 0:
+                        await asyncio.sleep(ahead)
+                if self.manager.partitions.get((part.topic, part.partition)) is not part:
+                    steps.close()  # deleted meanwhile: drop the round
+                    return False
+        except Exception:
+            log.exception("broker %d: cleaning %s failed; marked uncleanable",
+                          self.manager.broker_id, name)  # fmt: skip
+            self.stats.uncleanable.add(name)
+            return False
+        if not result.aborted:
+            self.stats.last_run_end_ms = self.manager.clock()
+            state = self.stats.partitions.setdefault((part.topic, part.partition),
+                                                     PartitionCleaning())  # fmt: skip
+            state.last_run_end_ms = self.stats.last_run_end_ms
+            state.reclaimed_bytes += max(0, result.bytes_read - result.bytes_written)
+            state.dirty_ratio = 0.0
+        if result.cleaned:
+            log.info(
+                "broker %d: cleaned %s up to offset %d: %d records removed, %d of %d bytes kept",
+                self.manager.broker_id, name, result.map_end, result.records_removed,
+                result.bytes_written, result.bytes_read,
+            )  # fmt: skip
+        return not result.aborted

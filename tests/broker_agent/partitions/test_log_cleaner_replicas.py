@@ -1,0 +1,194 @@
+"""Compaction on replica managers with real logs: the leader and its followers
+clean independently, consumers read across the gaps, and a follower that joins
+after the leader cleaned copies the compacted log without truncating anything."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from cleaner_helpers import Stored, latest_per_key, make_batch, records_in
+from kio.schema.errors import ErrorCode
+from partitions_cluster import Cluster, eventually, run
+
+from broker_agent.metrics import cleaner_metrics
+from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
+from broker_agent.partitions.compare import compare_compacted, compare_replicas, main
+from broker_agent.partitions.log_cleaner import CleanerConfig
+from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+
+T = "changelog"
+KEYS = 30
+
+
+async def produce_updates(leader: ReplicaManager, rounds: int, first_round: int = 0) -> None:
+    for r in range(first_round, first_round + rounds):
+        for k in range(KEYS):
+            value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
+            batch = make_batch([(b"key-%d" % k, value)])
+            result = await leader.append(T, 0, batch, 1, 1_000)
+            assert result.error is ErrorCode.none, result
+
+
+def stored(manager: ReplicaManager) -> list[Stored]:
+    """A replica's own log (followers serve no consumers)."""
+    plog = manager.partition_state(T, 0).log
+    return records_in(plog.read(0, 1 << 30, plog.log_end_offset))
+
+
+async def everything(manager: ReplicaManager, offset: int = 0) -> bytes:
+    out = b""
+    while offset < manager.high_watermark(T, 0):
+        results = await manager.fetch(-1, 0, 1, 1 << 20, [FetchPartition(T, 0, offset)])
+        records = results[0].records
+        if not records:
+            break
+        out += records
+        offset = records_in(records)[-1].offset + 1 if records_in(records) else offset + 1
+    return out
+
+
+def test_replicas_compact_independently_and_consumers_see_the_gaps(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0, 1), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0.1",
+        )  # fmt: skip
+        leader, follower = cluster.brokers[0], cluster.brokers[1]
+        await produce_updates(leader, rounds=20)
+        end = leader.log_end_offset(T, 0)
+        await eventually(lambda: follower.log_end_offset(T, 0) == end, "follower caught up")
+        await eventually(lambda: leader.high_watermark(T, 0) == end, "HW at the log end")
+        before = records_in(await everything(leader))
+        assert len(before) == 20 * KEYS
+
+        assert await leader.cleaner.clean_once()
+        after = records_in(await everything(leader))
+        active_base = leader.partition_state(T, 0).log.store.segments[-1].base_offset
+        assert len([r for r in after if r.offset < active_base]) <= KEYS
+        assert latest_per_key(after) == latest_per_key(before)
+        offsets = [r.offset for r in after]
+        assert offsets == sorted(set(offsets)) and offsets[-1] == end - 1
+        assert offsets[0] > 0  # a gap where superseded records were
+        # A consumer fetching from inside a gap gets the next surviving record.
+        first = records_in(await everything(leader, 1))
+        assert first[0].offset >= 1 and first == [r for r in after if r.offset >= first[0].offset]
+        # The follower has not cleaned: replicas may differ in superseded records...
+        assert len(stored(follower)) == 20 * KEYS
+        # ...and agree on every key's latest (offset, value) once it has.
+        dirs = [m.log_dir / f"{T}-0" for m in (leader, follower)]
+        assert compare_replicas(dirs, end)  # not byte-identical any more...
+        assert compare_compacted(dirs, end) == []  # ...but the same latest values
+        await eventually(lambda: follower.high_watermark(T, 0) == end, "the follower's HW")
+        assert await follower.cleaner.clean_once()
+        assert latest_per_key(stored(follower)) == latest_per_key(after)
+        assert compare_compacted(dirs, end) == []
+        assert leader.cleaner.stats.runs == 1 and leader.cleaner.stats.records_removed > 0
+
+        assert main([*map(str, dirs), "--below", str(end), "--compacted"]) == 0
+        # Broker 2 joins after the cleaning: it copies the compacted log, gaps and all.
+        cluster.controller.change(T, 0, replicas=(0, 1, 2))
+        joined = cluster.brokers[2]
+        await eventually(lambda: joined.log_end_offset(T, 0) == end, "new follower caught up")
+        assert stored(joined) == after
+        # Production goes on, and every replica keeps appending after the gaps.
+        await produce_updates(leader, rounds=1, first_round=20)
+        end = leader.log_end_offset(T, 0)
+        for manager in cluster.brokers.values():
+            await eventually(lambda m=manager: m.log_end_offset(T, 0) == end, "replicated")
+
+    run(scenario, tmp_path)
+
+
+def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, cleanup_policy="compact")
+        cluster.create_topic("plain")
+        leader = cluster.brokers[0]
+        keyless = make_batch([(b"k", b"v"), (None, b"no key")])
+        result = await leader.append(T, 0, keyless, 1, 1_000)
+        assert result.error is ErrorCode.invalid_record
+        assert "without key" in (result.error_message or "")
+        assert leader.log_end_offset(T, 0) == 0
+        assert (await leader.append("plain", 0, keyless, 1, 1_000)).error is ErrorCode.none
+
+    run(scenario, tmp_path)
+
+
+def test_the_cleaner_task_cleans_on_its_own_and_reports(tmp_path: Path) -> None:
+    async def main() -> None:
+        config = ReplicaConfig(
+            log=LogConfig(segment_bytes=2048),
+            tick_interval_ms=20,
+            cleaner=CleanerConfig(backoff_ms=10, dedupe_buffer_size=1 << 16),
+        )
+        manager = ReplicaManager(0, tmp_path / "broker-0", config)
+        await manager.start()
+        try:
+            assignment = PartitionAssignment(T, "id", 0, (0,), (0,), 0, 0, 0)
+            manager.apply_metadata(
+                MetadataView(
+                    (assignment,),
+                    {T: {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01"}},
+                )
+            )
+            await produce_updates(manager, rounds=20)
+            plog = manager.partition_state(T, 0).log
+
+            def compacted() -> bool:
+                active = plog.store.segments[-1].base_offset
+                below = [r for r in stored(manager) if r.offset < active]
+                return manager.cleaner.stats.runs >= 1 and len(below) <= KEYS
+
+            await eventually(compacted, "the log compacted by the task")
+            values = {
+                m.name: m.samples[0].value
+                for m in cleaner_metrics(manager.cleaner.stats, manager.clock())
+            }
+            assert values["quorum_broker_log_cleaner_runs"] >= 1
+            assert values["quorum_broker_log_cleaner_removed_records"] > 0
+            assert 0 < values["quorum_broker_log_cleaner_recopy_percent"] < 100
+            assert values["quorum_broker_log_cleaner_uncleanable_partitions"] == 0
+            assert values["quorum_broker_log_cleaner_time_since_last_run_seconds"] < 60
+            labelled = {
+                m.name: {tuple(s.labels.values()): s.value for s in m.samples}
+                for m in cleaner_metrics(manager.cleaner.stats, manager.clock())
+            }
+            assert labelled["quorum_broker_log_cleaner_partition_reclaimed_bytes"][(T, "0")] > 0
+            last_run = labelled["quorum_broker_log_cleaner_partition_last_run_timestamp_seconds"]
+            assert last_run[(T, "0")] > 0
+        finally:
+            await manager.close()
+
+    asyncio.run(main())
+
+
+def test_a_failing_round_marks_the_partition_uncleanable_and_it_stays_served(
+    tmp_path: Path,
+) -> None:
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0,), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0",
+        )  # fmt: skip
+        leader = cluster.brokers[0]
+        await produce_updates(leader, rounds=10)
+        part = leader.partition_state(T, 0)
+        # A map too small for one batch: the round cannot proceed.
+        leader.cleaner.cleaner.config = CleanerConfig(dedupe_buffer_size=24)
+        leader.cleaner.cleaner._map = None
+        big = make_batch([(b"key-%d" % k, b"v") for k in range(5)])
+        assert (await leader.append(T, 0, big, 1, 1_000)).error is ErrorCode.none
+        part.log.store.roll()
+        part.log.write_cleaner_checkpoint(part.log.log_end_offset - 5)  # only that batch dirty
+        assert not await leader.cleaner.clean_once()
+        assert leader.cleaner.stats.uncleanable == {f"{T}-0"}
+        assert leader.cleaner.filthiest(cluster.clock()) is None
+        assert (
+            await leader.append(T, 0, make_batch([(b"k", b"v")]), 1, 1_000)
+        ).error is ErrorCode.none
+        assert len(await everything(leader)) > 0
+
+    run(scenario, tmp_path)
