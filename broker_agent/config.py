@@ -34,6 +34,12 @@ Kafka's keys (same meaning, same default):
 ``log.flush.interval.messages``                Long.MAX: no fsync per batch, as in
                                                Kafka: durability comes from replication
 ``log.flush.interval.ms``                      Long.MAX
+``auto.create.topics.enable``                  true: a Metadata request allowing it creates
+                                               unknown topics through the controller
+``num.partitions``                             unset: the partitions of an auto-created
+                                               topic (unset: the cluster's num.partitions)
+``default.replication.factor``                 unset: its replication factor (unset: the
+                                               cluster's default.replication.factor)
 =============================================  =========================================
 
 Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
@@ -124,6 +130,9 @@ KEYS: tuple[str, ...] = (
     "log.retention.bytes",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
+    "auto.create.topics.enable",
+    "num.partitions",
+    "default.replication.factor",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -150,6 +159,8 @@ _INTS: dict[str, IntSpec] = {
     "log.retention.bytes": IntSpec("log_retention_bytes", -1, -1, LONG_MAX),
     "log.flush.interval.messages": IntSpec("log_flush_interval_messages", LONG_MAX, 1, LONG_MAX),
     "log.flush.interval.ms": IntSpec("log_flush_interval_ms", LONG_MAX, 0, LONG_MAX),
+    "num.partitions": IntSpec("num_partitions", -1, 1),
+    "default.replication.factor": IntSpec("default_replication_factor", -1, 1),
 }
 
 
@@ -186,6 +197,8 @@ class BrokerConfig:
     log_retention_bytes: int
     log_flush_interval_messages: int
     log_flush_interval_ms: int
+    num_partitions: int
+    default_replication_factor: int
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
@@ -198,6 +211,7 @@ class BrokerConfig:
     # SSL ones' TLS settings.
     listener_protocols: dict[str, str] = field(default_factory=dict)
     kafka_tls: KafkaTls | None = None
+    auto_create_topics_enable: bool = True
 
     @property
     def bootstrap(self) -> list[str]:
@@ -282,8 +296,18 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         metrics_tls=metrics_tls,
         listener_protocols=protocols,
         kafka_tls=kafka_tls,
+        auto_create_topics_enable=boolean(props, "auto.create.topics.enable", True),
         **ints,
     )
+
+
+def boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("true", "false"):
+        raise ConfigError(key, f"must be true or false, got {props[key]!r}")
+    return raw == "true"
 
 
 def listener_protocol(props: Mapping[str, str], name: str) -> str:

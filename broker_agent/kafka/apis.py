@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -57,6 +57,11 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+
+    def add_handlers(self, handlers: Mapping[int, Handler]) -> None:
+        """APIs served by other modules (the admin APIs, `admin_handlers.py`);
+        an entry for an API already here replaces it (Metadata's auto-creation)."""
+        self._handlers.update(handlers)
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)

@@ -10,6 +10,16 @@ CLUSTER_AUTHORIZATION_FAILED), counted in
 the principal (at most `LOG_LINES_PER_S` lines a second, the rest counted, so a
 hostile client cannot fill the log).
 
+A broker that forwards a Kafka client's admin request (KIP-590) names the
+client in the call's metadata: `kafka-forwarded-principal-bin` (UTF-8) and
+`kafka-forwarded-host`. Those are honoured only from a caller that is itself
+allowed CLUSTER_ACTION on the cluster (a super user, or a broker's certificate
+with that ACL), exactly as Kafka honours an EnvelopeRequest only from a broker;
+anyone else asserting a principal is refused with CLUSTER_AUTHORIZATION_FAILED
+before the request is looked at. The forwarded principal and host then stand in
+for the caller's in every decision, so the controller decides as if the client
+had come itself. Without an authorizer nothing is decided and the keys are moot.
+
 Admin calls (the Admin service, but for the brokers' CLUSTER_ACTION calls
 AlterPartition and AllocateProducerIds) are also rate limited per client when
 `admin.request.rate.per.client` is set: over it, RESOURCE_EXHAUSTED with
@@ -28,9 +38,21 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from quorum.common.tls import ANONYMOUS, peer_host, principal_of
+from quorum.common.tls import (
+    ANONYMOUS,
+    FORWARDED_HOST,
+    FORWARDED_PRINCIPAL,
+    peer_host,
+    principal_of,
+)
 from quorum.common.wire_errors import rich_status
-from quorum.controller.acl_actions import Requirement, filters_topics, requirements, topic
+from quorum.controller.acl_actions import (
+    Requirement,
+    cluster,
+    filters_topics,
+    requirements,
+    topic,
+)
 from quorum.controller.api_errors import ApiError
 from quorum.controller.authorizer import AuthorizerConfig, Operation, authorize
 from quorum.controller.metadata_image import AclEntry
@@ -41,6 +63,23 @@ log = logging.getLogger(__name__)
 LOG_LINES_PER_S = 5
 ADMIN_PACKAGE = "quorum.admin.v1"
 _UNTHROTTLED = frozenset({"AlterPartitionRequest", "AllocateProducerIdsRequest"})
+
+
+def forwarded(context: Any) -> tuple[str, str] | None:
+    """The client a forwarding broker names in the call's metadata, if any."""
+    principal: str | None = None
+    host = ""
+    try:
+        pairs = context.invocation_metadata() or ()
+    except Exception:  # a context without a transport (never on a real call)
+        return None
+    for key, value in pairs:
+        if key == FORWARDED_PRINCIPAL:
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            principal = raw.decode("utf-8", "replace")
+        elif key == FORWARDED_HOST:
+            host = str(value)
+    return None if principal is None else (principal, host)
 
 
 class AccessControl(Collector):
@@ -70,23 +109,50 @@ class AccessControl(Collector):
         return self.config.enabled
 
     async def check(self, context: Any, request: Any) -> None:
-        """Abort the call (PERMISSION_DENIED) unless the caller may make it."""
+        """Abort the call (PERMISSION_DENIED) unless the caller (or the client a
+        broker forwards for) may make it."""
         if not self.config.enabled:
             return
-        principal = principal_of(context)
+        kind = type(request).__name__.removesuffix("Request")
+        principal, host = await self._caller(context, kind)
         if principal in self.config.super_users:
             return
         needs = requirements(request, self._topic_name_of)
-        await self._require(context, type(request).__name__.removesuffix("Request"), needs)
+        await self._require(context, kind, needs, principal, host)
 
     async def check_call(self, context: Any, kind: str, needs: list[Requirement]) -> None:
         """Abort the call `kind` (PERMISSION_DENIED) unless every one of `needs` is
         met: for calls whose requests are not ours (server reflection)."""
         if self.config.enabled and principal_of(context) not in self.config.super_users:
-            await self._require(context, kind, needs)
+            await self._require(context, kind, needs, principal_of(context), peer_host(context))
 
-    async def _require(self, context: Any, kind: str, needs: list[Requirement]) -> None:
-        principal, host = principal_of(context), peer_host(context)
+    async def _caller(self, context: Any, kind: str) -> tuple[str, str]:
+        """The principal and host to decide for: the forwarded client's when a
+        broker (CLUSTER_ACTION on the cluster) forwards, else the caller's own."""
+        direct, direct_host = principal_of(context), peer_host(context)
+        claimed = forwarded(context)
+        if claimed is None:
+            return direct, direct_host
+        if direct not in self.config.super_users:
+            broker = Requirement((cluster(Operation.CLUSTER_ACTION),))
+            decision = authorize(
+                self.config, list(self._acls()), direct, direct_host, broker.alternatives[0]
+            )
+            if not decision.allowed:
+                await self._deny(
+                    context,
+                    kind,
+                    broker,
+                    direct,
+                    direct_host,
+                    f"only a broker (CLUSTER_ACTION on the cluster) may forward a request "
+                    f"for another principal ({claimed[0]})",
+                )
+        return claimed[0], claimed[1] or direct_host
+
+    async def _require(
+        self, context: Any, kind: str, needs: list[Requirement], principal: str, host: str
+    ) -> None:
         acls = list(self._acls())
         for need in needs:
             decision = None
@@ -108,8 +174,9 @@ class AccessControl(Collector):
             return
         if kind in _UNTHROTTLED:
             return
-        principal = principal_of(context)
-        client = principal if principal != ANONYMOUS else f"host:{peer_host(context)}"
+        claimed = forwarded(context)
+        principal, host = claimed or (principal_of(context), peer_host(context))
+        client = principal if principal != ANONYMOUS else f"host:{host or peer_host(context)}"
         wait_s = self.limiter.admit(client, self._clock())
         if wait_s <= 0:
             return
@@ -130,10 +197,11 @@ class AccessControl(Collector):
         names = set(topic_names)
         if not self.config.enabled or not filters_topics(request):
             return names
-        principal = principal_of(context)
+        claimed = forwarded(context)  # verified by `check` before any listing is made
+        principal, host = claimed or (principal_of(context), peer_host(context))
         if principal in self.config.super_users:
             return names
-        host, acls = peer_host(context), list(self._acls())
+        host, acls = host or peer_host(context), list(self._acls())
         return {
             n
             for n in names
@@ -187,4 +255,4 @@ def open_access() -> AccessControl:
     return AccessControl(AuthorizerConfig(), list, lambda _: None)
 
 
-__all__ = ["AccessControl", "open_access"]
+__all__ = ["AccessControl", "forwarded", "open_access"]

@@ -125,7 +125,13 @@ class AdminServicer(api_grpc.AdminServicer):
         self._describe_quorum = describe_quorum
 
     async def _write(self, context: Any, request: Any, build: Callable[[], Any]) -> Any:
-        return await self._calls.serve(context, request, lambda: self._c.write(build))
+        async def write() -> Any:
+            result, offset = await self._c.write_at(build)
+            if "metadata_offset" in type(result).DESCRIPTOR.fields_by_name:
+                result.metadata_offset = offset
+            return result
+
+        return await self._calls.serve(context, request, write)
 
     # ------------------------------------------------------------------ writes
 
