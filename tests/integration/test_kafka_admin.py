@@ -213,13 +213,13 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
 
         resource = ConfigResource(ConfigResourceType.TOPIC, counts)
         configs = admin.describe_configs([resource], config_filter="all")
-        assert configs["TOPIC"][counts]["retention.ms"]["value"] == "3600000"
+        assert configs["topic"][counts]["retention.ms"]["value"] == "3600000"
         admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, counts, configs={"retention.ms": "1000"})],
             incremental=True,
         )
         configs = admin.describe_configs([resource], config_filter="all")
-        assert configs["TOPIC"][counts]["retention.ms"]["value"] == "1000"
+        assert configs["topic"][counts]["retention.ms"]["value"] == "1000"
         assert topic_config(cluster, counts)["retention.ms"] == "1000"
 
         admin.create_partitions({counts: NewPartitions(total_count=4)})
@@ -242,13 +242,14 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
         found, error = admin.describe_acls(match)
         assert [a.principal for a in found] == ["User:kafka-python"]
         deleted = admin.delete_acls([match])
-        assert [a.principal for _, matched, _ in deleted for a, _ in matched] == [
+        assert [a.principal for _, matched, _ in deleted for a in matched] == [
             "User:kafka-python"
         ]
         assert not acls(cluster)
 
         described_cluster = admin.describe_cluster()
-        assert sorted(b["node_id"] for b in described_cluster["brokers"]) == list(BROKERS)
+        assert sorted(b["broker_id"] for b in described_cluster["brokers"]) == list(BROKERS)
+        assert described_cluster["controller_id"] in BROKERS
         assert described_cluster["cluster_id"] == cluster.cluster_id
 
         admin.delete_topics([counts, pinned])
