@@ -75,11 +75,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum.common.config import (
+    AUTHORIZER_KEYS,
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     ConfigError,
     Endpoint,
     IntSpec,
+    authorizer_from,
     host_port,
     integer,
     known_properties,
@@ -105,6 +107,7 @@ from quorum.common.tls import (
     tls_from_properties,
 )
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
+from quorum.controller.authorizer import AuthorizerConfig
 
 KEYS: tuple[str, ...] = (
     "node.id",
@@ -136,6 +139,8 @@ KEYS: tuple[str, ...] = (
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
+    "inter.broker.listener.name",
+    *AUTHORIZER_KEYS,
     *TLS_KEYS,
 )
 
@@ -212,6 +217,10 @@ class BrokerConfig:
     listener_protocols: dict[str, str] = field(default_factory=dict)
     kafka_tls: KafkaTls | None = None
     auto_create_topics_enable: bool = True
+    # The listener followers fetch from leaders on (Kafka's inter.broker.listener.name).
+    inter_broker_listener: str = "PLAINTEXT"
+    # Kafka's authorizer keys: ACLs from the metadata image decide the Kafka requests.
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
     @property
     def bootstrap(self) -> list[str]:
@@ -297,6 +306,8 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         listener_protocols=protocols,
         kafka_tls=kafka_tls,
         auto_create_topics_enable=boolean(props, "auto.create.topics.enable", True),
+        inter_broker_listener=inter_broker_listener(props, listeners, protocols),
+        authorizer=authorizer_from(props),
         **ints,
     )
 
@@ -308,6 +319,25 @@ def boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
     if raw not in ("true", "false"):
         raise ConfigError(key, f"must be true or false, got {props[key]!r}")
     return raw == "true"
+
+
+def inter_broker_listener(
+    props: Mapping[str, str],
+    listeners: tuple[tuple[str, Endpoint], ...],
+    protocols: Mapping[str, str],
+) -> str:
+    """`inter.broker.listener.name`, else the first PLAINTEXT listener (Kafka's default
+    security.inter.broker.protocol), else the first listener."""
+    name = props.get("inter.broker.listener.name", "").strip().upper()
+    names = [n for n, _ in listeners]
+    if name:
+        if name not in names:
+            raise ConfigError(
+                "inter.broker.listener.name", f"{name} is not one of the listeners {names}"
+            )
+        return name
+    plaintext = [n for n in names if protocols.get(n) == PLAINTEXT]
+    return plaintext[0] if plaintext else names[0]
 
 
 def listener_protocol(props: Mapping[str, str], name: str) -> str:

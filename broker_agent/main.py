@@ -21,7 +21,8 @@ from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.isr_changer import AdminIsrChanger
 from broker_agent.kafka.leader_client import KafkaLeaderFetchClient
-from broker_agent.kafka.server import KafkaServer
+from broker_agent.kafka.metrics import KafkaRequestMetrics
+from broker_agent.kafka.server import KafkaServer, inter_broker_ssl_context
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.metrics import AgentMetrics
 from broker_agent.partitions.api import LeaderFetchClient
@@ -93,12 +94,14 @@ def replica_config(config: BrokerConfig) -> ReplicaConfig:
 def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> LeaderFetchClient:
     """How followers reach leaders: Kafka's Fetch (with the follower's replica_id)
     and OffsetsForLeaderEpoch over the wire, to the leader's endpoint for the
-    inter-broker listener: the first PLAINTEXT one (Kafka's default
-    security.inter.broker.protocol), else the first listener."""
-    plaintext = [n for n, _ in config.listeners if config.listener_protocols.get(n) == "PLAINTEXT"]
-    name = plaintext[0] if plaintext else config.listener_name
+    inter-broker listener (`inter.broker.listener.name`), over TLS with the
+    broker's own certificate when that listener is SSL."""
     return KafkaLeaderFetchClient(
-        config.node_id, lambda: agent.image, name, config.socket_request_max_bytes
+        config.node_id,
+        lambda: agent.image,
+        config.inter_broker_listener,
+        config.socket_request_max_bytes,
+        inter_broker_ssl_context(config),
     )
 
 
@@ -146,6 +149,11 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
     try:
         agent.replicas = build_replica_manager(config, agent)
+    except ListenerError as err:
+        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
+        trace.close()
+        cache.close()
+        return EXIT_STARTUP
     except (OSError, StorageError) as err:
         print(f"broker-agent: cannot open the partition logs: {err}", file=sys.stderr)
         trace.close()
@@ -176,6 +184,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         scheme = "https" if config.metrics_tls else "http"
         metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
     kafka = KafkaServer(config, agent, replicas=agent.replicas)
+    kafka.apis.observe = KafkaRequestMetrics(metrics.registry, kafka.listeners).observe
     try:
         kafka_at = await kafka.start()
     except ListenerError as err:

@@ -36,7 +36,7 @@ def install_admin_apis(
     topics = TopicAdmin(forwarder, image)
     configs = ConfigAdmin(forwarder, image)
     acls = AclAdmin(forwarder)
-    local = LocalAdmin(apis.node_id, apis.cluster_id, image, replicas, log_dir)
+    local = LocalAdmin(apis.node_id, apis.cluster_id, image, replicas, log_dir, apis.authz)
     creating = AutoCreate(auto_create, forwarder, image, apis.metadata)
     handlers: dict[int, Handler] = {
         ApiKey.CREATE_TOPICS: topics.create_topics,

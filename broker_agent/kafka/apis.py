@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from broker_agent.kafka import codec
+from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
 from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.replica_manager import ReplicaManager
+from quorum.controller.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
 
 log = logging.getLogger("broker_agent.kafka")
@@ -41,13 +44,17 @@ class KafkaApis:
         image: Callable[[], MetadataImage],
         replicas: ReplicaManager | None,
         producer_ids: ProducerIdSource | None,
+        authorizer: KafkaAuthorizer | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.image = image
         self.replicas = replicas
         self.producer_ids = producer_ids
+        self.authz = authorizer or KafkaAuthorizer(NO_AUTHORIZER, image)
         self.requests: dict[str, int] = {}
+        # (api, version, seconds, response mapping or None): the request metrics
+        self.observe: Callable[[str, int, float, dict[str, Any] | None], None] | None = None
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -67,7 +74,10 @@ class KafkaApis:
         name = codec.api_name(request.api_key)
         self.requests[name] = self.requests.get(name, 0) + 1
         log.debug("%s v%d from %s", name, request.api_version, request.client_id)
+        started = time.monotonic()
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
+        if self.observe is not None:
+            self.observe(name, request.api_version, time.monotonic() - started, values)
         if values is None:
             return None
         return codec.build(codec.response_class(request.api_key, request.api_version), values)
@@ -79,13 +89,19 @@ class KafkaApis:
 
     async def metadata(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         return metadata_response(
-            self.image(), self.node_id, self.cluster_id, conn.listener_name, body, version
-        )
+            self.image(), self.node_id, self.cluster_id, conn.listener_name, body, version,
+            lambda topic: self.authz.topic(conn, topic, Operation.DESCRIBE),
+        )  # fmt: skip
 
     async def init_producer_id(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         if body.transactional_id is not None:
             # Transactions are not served: a transactional producer is refused for good.
             return _init_error(ErrorCode.transactional_id_authorization_failed)
+        if not (
+            self.authz.cluster(conn, Operation.IDEMPOTENT_WRITE)
+            or self.authz.may_write_some_topic(conn)
+        ):
+            return _init_error(ErrorCode.cluster_authorization_failed)
         if self.producer_ids is None:
             return _init_error(ErrorCode.coordinator_not_available)
         try:
@@ -113,6 +129,8 @@ class KafkaApis:
         async def one(topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
             if acks not in (0, 1, -1):
                 return _produce_error(partition, ErrorCode.invalid_required_acks)
+            if not self.authz.topic(conn, topic, Operation.WRITE):
+                return _produce_error(partition, ErrorCode.topic_authorization_failed)
             if not self._known(topic, partition):
                 return _produce_error(partition, ErrorCode.unknown_topic_or_partition)
             if self.replicas is None:
@@ -161,11 +179,18 @@ class KafkaApis:
             for t in body.topics
             for p in t.partitions
         ]
-        known = [w for w in wanted if self._known(w.topic, w.partition)]
         results: dict[tuple[str, int], dict[str, Any]] = {}
+        replica_id = int(getattr(body, "replica_id", -1))
+        allowed = self._fetch_allowed(conn, replica_id, {w.topic for w in wanted})
+        for w in wanted:
+            if w.topic not in allowed:
+                results[(w.topic, w.partition)] = _fetch_error(
+                    w.partition, ErrorCode.topic_authorization_failed
+                )
+        known = [w for w in wanted if w.topic in allowed and self._known(w.topic, w.partition)]
         if known and self.replicas is not None:
             answered = await self.replicas.fetch(
-                int(getattr(body, "replica_id", -1)),
+                replica_id,
                 codec.millis(body.max_wait),
                 int(body.min_bytes),
                 int(getattr(body, "max_bytes", 0x7FFFFFFF)),
@@ -205,10 +230,19 @@ class KafkaApis:
             ],
         }
 
+    def _fetch_allowed(self, conn: Connection, replica_id: int, topics: set[str]) -> set[str]:
+        """The topics this fetch may read: a follower's need CLUSTER_ACTION (else every
+        partition is TOPIC_AUTHORIZATION_FAILED, as Kafka answers), a consumer's READ."""
+        if replica_id >= 0:
+            return topics if self.authz.cluster(conn, Operation.CLUSTER_ACTION) else set()
+        return {t for t in topics if self.authz.topic(conn, t, Operation.READ)}
+
     async def list_offsets(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         def one(topic: str, p: Any) -> dict[str, Any]:
             partition = int(p.partition_index)
-            if not self._known(topic, partition):
+            if not self.authz.topic(conn, topic, Operation.DESCRIBE):
+                error, offset, timestamp, epoch = ErrorCode.topic_authorization_failed, -1, -1, -1
+            elif not self._known(topic, partition):
                 error, offset, timestamp, epoch = ErrorCode.unknown_topic_or_partition, -1, -1, -1
             elif self.replicas is None:
                 error, offset, timestamp, epoch = ErrorCode.not_leader_or_follower, -1, -1, -1
@@ -238,9 +272,16 @@ class KafkaApis:
     async def offsets_for_leader_epoch(
         self, body: Any, version: int, conn: Connection
     ) -> dict[str, Any]:
+        follower = int(getattr(body, "replica_id", -1)) >= 0
+        cluster_ok = not follower or self.authz.cluster(conn, Operation.CLUSTER_ACTION)
+
         def one(topic: str, p: Any) -> dict[str, Any]:
             partition = int(p.partition)
-            if not self._known(topic, partition):
+            if not cluster_ok:
+                error, epoch, end = ErrorCode.cluster_authorization_failed, -1, -1
+            elif not follower and not self.authz.topic(conn, topic, Operation.DESCRIBE):
+                error, epoch, end = ErrorCode.topic_authorization_failed, -1, -1
+            elif not self._known(topic, partition):
                 error, epoch, end = ErrorCode.unknown_topic_or_partition, -1, -1
             elif self.replicas is None:
                 error, epoch, end = ErrorCode.not_leader_or_follower, -1, -1
@@ -293,7 +334,9 @@ def _fetch_error(partition: int, error: ErrorCode) -> dict[str, Any]:
         "log_start_offset": -1,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": None,
+        # Empty, never null: Kafka sends empty records with an error, and librdkafka
+        # cannot parse a null there.
+        "records": b"",
     }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,11 +58,13 @@ class KafkaLeaderFetchClient:
         image: Callable[[], MetadataImage],
         listener_name: str,
         max_response_bytes: int = 104_857_600,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.node_id = node_id
         self.image = image
         self.listener_name = listener_name
         self.max_response_bytes = max_response_bytes
+        self.ssl_context = ssl_context
         self._links: dict[int, _Link] = {}
 
     # ------------------------------------------------------------ the seam
@@ -178,7 +181,9 @@ class KafkaLeaderFetchClient:
             return link
         await self._drop(leader_id)
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), SLACK_S)
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(*address, ssl=self.ssl_context), SLACK_S
+            )
         except (OSError, TimeoutError) as err:
             raise ConnectionError(f"cannot reach broker {leader_id} at {address}: {err}") from err
         link = _Link(address, reader, writer)

@@ -118,6 +118,10 @@ class KafkaListener:
             log.info("closing Kafka connection from %s: %s", conn.peer_host, err)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # `stop()`: end normally, as asyncio's server callback calls exception()
+            # on this task and logs a cancelled one as an error.
+            pass
         finally:
             reading.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -5,7 +5,9 @@ own replicas, through the replica manager).
 DeleteRecords moves the leader's log start offset (Kafka's `deleteRecords`):
 -1 means the high watermark; past the high watermark is OFFSET_OUT_OF_RANGE;
 followers follow the leader's log start offset on their next fetch. Nothing
-below the new start is served again.
+below the new start is served again. With ACLs on it needs DELETE on the topic
+(else TOPIC_AUTHORIZATION_FAILED for its partitions), and DescribeLogDirs
+DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import Connection
 from broker_agent.kafka.metadata_answer import live_brokers
 from broker_agent.partitions.partition import Role
 from broker_agent.partitions.replica_manager import ReplicaManager
+from quorum.controller.authorizer import Operation
 from quorum.controller.metadata_image import MetadataImage
 
 OPERATIONS_OMITTED = -(2**31)
@@ -35,7 +39,9 @@ class LocalAdmin:
         image: Callable[[], MetadataImage],
         replicas: ReplicaManager | None,
         log_dir: Path,
+        authz: KafkaAuthorizer,
     ) -> None:
+        self.authz = authz
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.image = image
@@ -85,7 +91,10 @@ class LocalAdmin:
 
     async def delete_records(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         def one(topic: str, partition: int, offset: int) -> dict[str, Any]:
-            error, low = self._delete_before(topic, partition, offset)
+            if not self.authz.topic(conn, topic, Operation.DELETE):
+                error, low = ErrorCode.topic_authorization_failed, -1
+            else:
+                error, low = self._delete_before(topic, partition, offset)
             return {"partition_index": partition, "low_watermark": low, "error_code": int(error)}
 
         return {
@@ -117,6 +126,12 @@ class LocalAdmin:
         return ErrorCode.none, part.log.log_start_offset
 
     async def describe_log_dirs(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
+        if not self.authz.cluster(conn, Operation.DESCRIBE):
+            return {
+                "throttle_time": 0,
+                "error_code": int(ErrorCode.cluster_authorization_failed),
+                "results": [],
+            }
         wanted: dict[str, set[int]] | None = None
         if body.topics is not None:
             wanted = {t.topic: {int(p) for p in t.partitions} for t in body.topics}

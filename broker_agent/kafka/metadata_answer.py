@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -35,23 +36,34 @@ def metadata_response(
     listener_name: str,
     body: Any,
     version: int,
+    may_describe: Callable[[str], bool] = lambda _: True,
 ) -> dict[str, Any]:
+    """`may_describe(topic)`: the ACL check; a listing leaves such topics out, a
+    topic asked for by name gets TOPIC_AUTHORIZATION_FAILED (whether it exists
+    or not, so existence does not leak), as Kafka answers."""
     brokers = live_brokers(image, listener_name)
     live = {b["node_id"] for b in brokers}
     topics: list[dict[str, Any]] = []
     requested = body.topics
     if requested is None or (version == 0 and not requested):
-        topics = [_topic(t, live) for t in sorted(image.topics_by_name.values(), key=_name)]
+        topics = [
+            _topic(t, live)
+            for t in sorted(image.topics_by_name.values(), key=_name)
+            if may_describe(t.name)
+        ]
     else:
         for wanted in requested:
             topic_id = getattr(wanted, "topic_id", None)
             name = wanted.name
             if name is None and topic_id is not None and topic_id != codec.NULL_UUID:
                 found = image.topic_by_id(codec.topic_id_text(topic_id))
-                if found is None:
+                if found is None or not may_describe(found.name):
                     topics.append(_missing(None, ErrorCode.unknown_topic_id, topic_id))
                     continue
             else:
+                if name is not None and not may_describe(name):
+                    topics.append(_missing(name, ErrorCode.topic_authorization_failed))
+                    continue
                 found = image.topic(name) if name is not None else None
                 if found is None:
                     topics.append(_missing(name, ErrorCode.unknown_topic_or_partition))

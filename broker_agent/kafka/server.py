@@ -15,6 +15,7 @@ from broker_agent.agent import BrokerAgent
 from broker_agent.config import BrokerConfig, KafkaTls
 from broker_agent.kafka.admin_handlers import install_admin_apis
 from broker_agent.kafka.apis import KafkaApis
+from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.auto_create import AutoCreateConfig
 from broker_agent.kafka.listener import KafkaListener
 from broker_agent.kafka.producer_ids import ProducerIdSource
@@ -49,6 +50,7 @@ class KafkaServer:
             lambda: agent.image,
             replicas,
             ProducerIdSource(allocate),
+            KafkaAuthorizer(config.authorizer, lambda: agent.image),
         )
         # Its own client: forwarded admin calls never disturb the MetadataFetch stream.
         self.admin_client = AdminClient(
@@ -125,5 +127,24 @@ def ssl_context(tls: KafkaTls) -> ssl.SSLContext:
         raise ListenerError(
             f"cannot serve the SSL Kafka listener with {tls.certificate_location} "
             f"and {tls.key_location}: {err}"
+        ) from err
+    return context
+
+
+def inter_broker_ssl_context(config: BrokerConfig) -> ssl.SSLContext | None:
+    """The followers' TLS to leaders when the inter-broker listener is SSL: the
+    broker's own certificate (its principal, e.g. User:CN=broker-101, needs
+    CLUSTER_ACTION with ACLs on) and the CA its peers' certificates chain to."""
+    if config.listener_protocols.get(config.inter_broker_listener) != SSL:
+        return None
+    tls = config.kafka_tls
+    assert tls is not None
+    context = ssl.create_default_context(cafile=tls.ca_location or None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(tls.certificate_location, tls.key_location)
+    except OSError as err:
+        raise ListenerError(
+            f"cannot use {tls.certificate_location} to reach leaders: {err}"
         ) from err
     return context

@@ -135,8 +135,10 @@ def test_confluent_kafka_admin_client(cluster: Cluster) -> None:
     assert shrink.value.args[0].name() == "INVALID_PARTITIONS"
     assert topics(cluster)[counts] == (5, 2)
 
-    acl = AclBinding(ResourceType.TOPIC, counts, ResourcePatternType.LITERAL,
-                     "User:librdkafka", "*", AclOperation.READ, AclPermissionType.ALLOW)  # fmt: skip
+    acl = AclBinding(
+        ResourceType.TOPIC, counts, ResourcePatternType.LITERAL,
+        "User:librdkafka", "*", AclOperation.READ, AclPermissionType.ALLOW,
+    )  # fmt: skip
     admin.create_acls([acl])[acl].result()
     match = AclBindingFilter(ResourceType.TOPIC, counts, ResourcePatternType.ANY,
                              None, None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
@@ -202,10 +204,13 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
     try:
         admin.create_topics(
             {
-                counts: {"num_partitions": 3, "replication_factor": 2,
-                         "configs": {"retention.ms": "3600000"}},
+                counts: {
+                    "num_partitions": 3,
+                    "replication_factor": 2,
+                    "configs": {"retention.ms": "3600000"},
+                },
                 pinned: {"assignments": {0: [101, 102], 1: [103, 101]}},
-            }  # fmt: skip
+            }
         )
         described = admin.describe_topics([counts, pinned])
         assert {t["name"]: len(t["partitions"]) for t in described} == {counts: 3, pinned: 2}
@@ -239,12 +244,10 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
             resource_pattern=ResourcePatternFilter(ResourceType.TOPIC, counts,
                                                    ACLResourcePatternType.ANY),
         )  # fmt: skip
-        found, error = admin.describe_acls(match)
+        found, _ = admin.describe_acls(match)
         assert [a.principal for a in found] == ["User:kafka-python"]
         deleted = admin.delete_acls([match])
-        assert [a.principal for _, matched, _ in deleted for a in matched] == [
-            "User:kafka-python"
-        ]
+        assert [a.principal for _, matched, _ in deleted for a in matched] == ["User:kafka-python"]
         assert not acls(cluster)
 
         described_cluster = admin.describe_cluster()

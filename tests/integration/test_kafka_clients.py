@@ -259,3 +259,86 @@ def test_librdkafka_idempotent_acks_all_across_a_leader_kill(tmp_path: Path) -> 
         finally:
             consumer.close()
         assert sorted(seen) == sorted(acked)  # each acknowledged record exactly once
+
+
+def test_kafka_python_idempotent_default_across_a_leader_kill(tmp_path: Path) -> None:
+    """kafka-python 3's default producer (idempotent, acks=all) through a leader's
+    SIGKILL: every acknowledged record is read back exactly once."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
+        topic = new_topic(cluster, "kill-under-kafka-python", partitions=1)
+        leader, _ = leader_of(cluster, topic, 0)
+        producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), linger_ms=5,
+                                 request_timeout_ms=15000, delivery_timeout_ms=90000)  # fmt: skip
+        futures = []
+        for i in range(4000):
+            futures.append(producer.send(topic, b"v-%05d" % i))
+            if i == 2000:
+                producer.flush(30)
+                proc = cluster.brokers[leader]
+                assert proc.popen is not None
+                proc.popen.send_signal(signal.SIGKILL)
+                proc.popen.wait(10)
+        producer.flush(120)
+        acked = [f.get(timeout=1).offset for f in futures]
+        producer.close()
+        assert len(set(acked)) == len(acked) == 4000
+        survivor = next(b for b in BROKERS if b != leader)
+        assert leader_of(cluster, topic, 0, via=survivor)[0] not in (leader, -1)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                                 consumer_timeout_ms=5000)  # fmt: skip
+        consumer.assign([TopicPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        seen = [(m.offset, m.value) for m in consumer]
+        consumer.close()
+        assert sorted(v for _, v in seen) == [b"v-%05d" % i for i in range(4000)]
+
+
+def test_aiokafka_idempotent_across_a_leader_kill(tmp_path: Path) -> None:
+    """aiokafka with enable_idempotence (acks=all) through a leader's SIGKILL."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition
+
+    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
+        topic = new_topic(cluster, "kill-under-aiokafka", partitions=1)
+        leader, _ = leader_of(cluster, topic, 0)
+
+        async def produce() -> list[int]:
+            producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster),
+                                        enable_idempotence=True, linger_ms=5,
+                                        request_timeout_ms=15000)  # fmt: skip
+            await producer.start()
+            try:
+                futures = []
+                for i in range(4000):
+                    futures.append(await producer.send(topic, b"v-%05d" % i))
+                    if i == 2000:
+                        await producer.flush()
+                        proc = cluster.brokers[leader]
+                        assert proc.popen is not None
+                        proc.popen.send_signal(signal.SIGKILL)
+                        proc.popen.wait(10)
+                return [m.offset for m in await asyncio.gather(*futures)]
+            finally:
+                await producer.stop()
+
+        async def consume() -> list[bytes]:
+            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None)
+            await consumer.start()
+            seen: list[bytes] = []
+            try:
+                consumer.assign([TopicPartition(topic, 0)])
+                await consumer.seek_to_beginning()
+                for _ in range(120):
+                    if len(seen) >= 4000:
+                        break
+                    for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                        seen.extend(m.value for m in msgs)
+            finally:
+                await consumer.stop()
+            return seen
+
+        acked = asyncio.run(produce())
+        assert len(set(acked)) == len(acked) == 4000
+        assert sorted(asyncio.run(consume())) == [b"v-%05d" % i for i in range(4000)]

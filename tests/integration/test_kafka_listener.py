@@ -475,3 +475,26 @@ def test_pipelined_requests_are_answered_in_order(cluster: Cluster) -> None:
             s.send_request(ApiKey.METADATA, 12, metadata_v12([]))
         ids = [codec.decode_response(s.read_frame(), ApiKey.METADATA, 12)[0] for _ in range(20)]
     assert ids == list(range(1, 21))
+
+
+def test_request_metrics_count_apis_errors_and_closed_connections(cluster: Cluster) -> None:
+    import urllib.request
+
+    with first(cluster) as s:
+        s.request(ApiKey.METADATA, 12, metadata_v12(["no-such-topic"]))
+    with first(cluster) as s:
+        s.send_raw(struct.pack(">i", 2**31 - 1))
+        assert s.closed_by_peer()
+    port = cluster.brokers[BROKERS[0]].metrics_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("quorum_broker_kafka")
+    }
+    assert samples['quorum_broker_kafka_requests_total{api="metadata",version="12"}'] >= 1
+    key = 'quorum_broker_kafka_errors_total{api="metadata",error="UNKNOWN_TOPIC_OR_PARTITION"}'
+    assert samples[key] >= 1
+    assert samples['quorum_broker_kafka_connections_closed_total{listener="PLAINTEXT"}'] >= 1
+    assert samples['quorum_broker_kafka_request_seconds_count{api="metadata"}'] >= 1

@@ -1,0 +1,82 @@
+"""The Kafka edge's metrics, on the broker's `/metrics` (Kafka's RequestMetrics):
+
+* `quorum_broker_kafka_requests_total{api,version}`: Kafka's
+  `RequestsPerSec{request,version}` (a counter; Prometheus gives the rate);
+* `quorum_broker_kafka_request_seconds{api}`: Kafka's `TotalTimeMs{request}` as a
+  histogram, from a decoded request to its encoded response (a parked Fetch's or
+  an acks=all Produce's wait included);
+* `quorum_broker_kafka_errors_total{api,error}`: Kafka's `ErrorsPerSec{request,error}`,
+  one count per error code in a response (per partition, as Kafka counts);
+* `quorum_broker_kafka_connections_closed_total{listener}`: connections closed for a
+  bad frame, an unsupported API or version, or bytes that do not parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from broker_agent.kafka.listener import KafkaListener
+from quorum.common.metrics_endpoint import LATENCY_BUCKETS
+
+REQUEST_BUCKETS = (*LATENCY_BUCKETS, 10.0, 30.0)
+
+
+class KafkaRequestMetrics:
+    def __init__(self, registry: CollectorRegistry, listeners: Sequence[KafkaListener]) -> None:
+        self.requests = Counter(
+            "quorum_broker_kafka_requests", "Kafka requests handled, by API and version.",
+            ["api", "version"], registry=registry,
+        )  # fmt: skip
+        self.seconds = Histogram(
+            "quorum_broker_kafka_request_seconds",
+            "Kafka request handling time, decoded request to response (waits included).",
+            ["api"], buckets=REQUEST_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.errors = Counter(
+            "quorum_broker_kafka_errors",
+            "Error codes in Kafka responses (per partition), by API and Kafka error name.",
+            ["api", "error"], registry=registry,
+        )  # fmt: skip
+        registry.register(_ClosedConnections(listeners))
+
+    def observe(self, api: str, version: int, seconds: float, response: Any) -> None:
+        self.requests.labels(api, str(version)).inc()
+        self.seconds.labels(api).observe(seconds)
+        for code in _error_codes(response):
+            if code != ErrorCode.none:
+                self.errors.labels(api, ErrorCode(code).name.upper()).inc()
+
+
+def _error_codes(value: Any) -> Iterator[int]:
+    """Every error_code in a response mapping, however deep."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "error_code":
+                yield int(item)
+            elif isinstance(item, list | dict):
+                yield from _error_codes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _error_codes(item)
+
+
+class _ClosedConnections(Collector):
+    def __init__(self, listeners: Sequence[KafkaListener]) -> None:
+        self._listeners = listeners
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "quorum_broker_kafka_connections_closed",
+            "Kafka connections closed for a bad frame, an API or version not served, "
+            "or a request that does not parse.",
+            labels=["listener"],
+        )
+        for listener in self._listeners:
+            family.add_metric([listener.name], listener.closed_connections)
+        yield family
