@@ -10,10 +10,13 @@ import socket
 import struct
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
 
 from broker_agent.kafka import codec
+from broker_agent.kafka.versions import ApiKey
+from tests.integration.controller_cluster import Cluster
 
 
 class KafkaSocket:
@@ -71,3 +74,59 @@ class KafkaSocket:
             return self.sock.recv(1) == b""
         except (ConnectionResetError, BrokenPipeError):
             return True
+
+
+# ------------------------------------------------------------ request bodies
+
+
+def metadata_v12(topics: list[str] | None) -> dict[str, object]:
+    return {
+        "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
+        "allow_auto_topic_creation": True,
+        "include_topic_authorized_operations": False,
+    }
+
+
+def wait_for_topic_everywhere(cluster: Cluster, topic: str) -> None:
+    def seen() -> bool:
+        for b in cluster.brokers:
+            with KafkaSocket("127.0.0.1", cluster.brokers[b].port) as s:
+                answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
+                if answer.topics[0].error_code != ErrorCode.none:
+                    return False
+        return True
+
+    cluster.wait_until(seen, 20, f"topic {topic} in every broker's metadata")
+
+
+def produce_values(topic: str, partition: int, acks: int = 1) -> dict[str, object]:
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": 5000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": partition, "records": b"\0" * 70}]}
+        ],
+    }
+
+
+def fetch_values(topic: str, partition: int) -> dict[str, object]:
+    return {
+        "replica_id": -1, "max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+
+
+def leader_of(
+    cluster: Cluster, topic: str, partition: int, via: int | None = None
+) -> tuple[int, int]:
+    """(leader id, leader epoch) from broker `via`'s Metadata answer."""
+    broker = cluster.brokers[via if via is not None else min(cluster.brokers)]
+    with KafkaSocket("127.0.0.1", broker.port) as s:
+        answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
+    (p,) = [p for p in answer.topics[0].partitions if p.partition_index == partition]
+    return int(p.leader_id), int(p.leader_epoch)

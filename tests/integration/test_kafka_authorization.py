@@ -22,8 +22,7 @@ from tests.integration.controller_cluster import (
     free_port,
     running_cluster,
 )
-from tests.integration.kafka_wire import KafkaSocket
-from tests.integration.test_kafka_listener import fetch_values, metadata_v12
+from tests.integration.kafka_wire import KafkaSocket, fetch_values, metadata_v12
 
 pytestmark = pytest.mark.slow
 BROKERS = (101, 102, 103)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
-from tests.integration.test_kafka_listener import leader_of, wait_for_topic_everywhere
+from tests.integration.kafka_wire import leader_of, wait_for_topic_everywhere
 
 pytestmark = pytest.mark.slow
 BROKERS = (101, 102, 103)

@@ -17,7 +17,14 @@ from kio.schema.errors import ErrorCode
 from broker_agent.kafka import codec
 from broker_agent.kafka.versions import SERVED, ApiKey
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
-from tests.integration.kafka_wire import KafkaSocket
+from tests.integration.kafka_wire import (
+    KafkaSocket,
+    fetch_values,
+    leader_of,
+    metadata_v12,
+    produce_values,
+    wait_for_topic_everywhere,
+)
 
 pytestmark = pytest.mark.slow
 BROKERS = (101, 102, 103)
@@ -36,26 +43,6 @@ def bootstrap(cluster: Cluster) -> str:
 
 def first(cluster: Cluster) -> KafkaSocket:
     return KafkaSocket("127.0.0.1", cluster.brokers[BROKERS[0]].port)
-
-
-def metadata_v12(topics: list[str] | None) -> dict[str, object]:
-    return {
-        "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-        "allow_auto_topic_creation": True,
-        "include_topic_authorized_operations": False,
-    }
-
-
-def wait_for_topic_everywhere(cluster: Cluster, topic: str) -> None:
-    def seen() -> bool:
-        for b in BROKERS:
-            with KafkaSocket("127.0.0.1", cluster.brokers[b].port) as s:
-                answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
-                if answer.topics[0].error_code != ErrorCode.none:
-                    return False
-        return True
-
-    cluster.wait_until(seen, 20, f"topic {topic} in every broker's metadata")
 
 
 # ----------------------------------------------------------------- raw requests
@@ -261,28 +248,6 @@ def test_the_broker_log_names_its_kafka_listener(cluster: Cluster) -> None:
 # ------------------------------------------------------- data APIs at the edge
 
 
-def produce_values(topic: str, partition: int, acks: int = 1) -> dict[str, object]:
-    return {
-        "transactional_id": None,
-        "acks": acks,
-        "timeout": 5000,
-        "topic_data": [
-            {"name": topic, "partition_data": [{"index": partition, "records": b"\0" * 70}]}
-        ],
-    }
-
-
-def fetch_values(topic: str, partition: int) -> dict[str, object]:
-    return {
-        "replica_id": -1, "max_wait": 10, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "current_leader_epoch": -1, "fetch_offset": 0,
-             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
-        "forgotten_topics_data": [], "rack_id": "",
-    }  # fmt: skip
-
-
 @pytest.mark.parametrize("version", [3, 7, 9])
 def test_produce_to_an_unknown_topic_or_partition(cluster: Cluster, version: int) -> None:
     with first(cluster) as s:
@@ -374,16 +339,6 @@ def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cl
 
 
 # ------------------------------------------------- bad data, leaders and epochs
-
-
-def leader_of(
-    cluster: Cluster, topic: str, partition: int, via: int = BROKERS[0]
-) -> tuple[int, int]:
-    """(leader id, leader epoch) from broker `via`'s Metadata answer."""
-    with KafkaSocket("127.0.0.1", cluster.brokers[via].port) as s:
-        answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
-    (p,) = [p for p in answer.topics[0].partitions if p.partition_index == partition]
-    return int(p.leader_id), int(p.leader_epoch)
 
 
 def broker_socket(cluster: Cluster, broker_id: int) -> KafkaSocket:
