@@ -223,8 +223,14 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
             [ConfigResource(ConfigResourceType.TOPIC, counts, configs={"retention.ms": "1000"})],
             incremental=True,
         )
-        configs = admin.describe_configs([resource], config_filter="all")
-        assert configs["topic"][counts]["retention.ms"]["value"] == "1000"
+        configs = admin.describe_configs([resource], include_synonyms=True, config_filter="all")
+        retention = configs["topic"][counts]["retention.ms"]
+        assert retention["value"] == "1000"
+        assert retention["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert [str(s.get("source")) for s in retention["synonyms"]] == [
+            "DYNAMIC_TOPIC_CONFIG",
+            "DEFAULT_CONFIG",
+        ], retention
         assert topic_config(cluster, counts)["retention.ms"] == "1000"
 
         admin.create_partitions({counts: NewPartitions(total_count=4)})
@@ -304,7 +310,12 @@ def test_aiokafka_admin_client(cluster: Cluster) -> None:
         try:
             answer = await admin.create_topics(
                 [
-                    NewTopic(counts, 3, 2, topic_configs={"retention.ms": "3600000"}),
+                    NewTopic(
+                        counts,
+                        3,
+                        2,
+                        topic_configs={"retention.ms": "3600000", "cleanup.policy": "compact"},
+                    ),
                     NewTopic(pinned, -1, -1, replica_assignments={0: [101, 102], 1: [103, 101]}),
                 ]
             )
@@ -324,6 +335,7 @@ def test_aiokafka_admin_client(cluster: Cluster) -> None:
             assert values["retention.ms"] == "1000"
             # AlterConfigs replaces the whole set: the topic keeps only what was sent.
             assert topic_config(cluster, counts)["retention.ms"] == "1000"
+            assert "cleanup.policy" not in topic_config(cluster, counts)  # back to its default
 
             await admin.create_partitions({counts: NewPartitions(total_count=4)})
             assert topics(cluster)[counts] == (4, 2)
@@ -366,3 +378,95 @@ def test_aiokafka_bad_topics(cluster: Cluster, what: str, spec: dict[str, Any],
     assert kafka_python_error(code) == error
     assert message
     assert state(cluster) == before
+
+
+# ------------------------------------------------- the rest of the admin APIs
+
+
+def test_delete_records_log_dirs_elections_and_topic_ids(cluster: Cluster) -> None:
+    """DeleteRecords moves the log start offset; DescribeLogDirs sizes each replica;
+    ElectLeaders answers per partition; DeleteTopics by topic id; validate_only
+    creates nothing; a broker's configs are described with their sources."""
+    from confluent_kafka import Consumer, ElectionType, Producer, TopicPartition
+    from confluent_kafka.admin import (
+        AdminClient,
+        ConfigResource,
+        NewTopic,
+        OffsetSpec,
+        ResourceType,
+    )
+    from kafka.admin import KafkaAdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker(cluster)})
+    admin.create_topics([NewTopic("records", 1, 3)], operation_timeout=15)["records"].result()
+    producer = Producer({"bootstrap.servers": broker(cluster), "acks": "all"})
+    for i in range(10):
+        producer.produce("records", f"r{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+
+    deleted = admin.delete_records([TopicPartition("records", 0, 4)])
+    (future,) = deleted.values()
+    assert future.result().low_watermark == 4
+    earliest = admin.list_offsets({TopicPartition("records", 0): OffsetSpec.earliest()})
+    assert next(iter(earliest.values())).result().offset == 4
+    consumer = Consumer({"bootstrap.servers": broker(cluster), "group.id": "unused",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})  # fmt: skip
+    consumer.assign([TopicPartition("records", 0, 0)])
+    offsets: list[int] = []
+    for _ in range(40):
+        offsets += [m.offset() for m in consumer.consume(10, timeout=0.5) if not m.error()]
+        if len(offsets) >= 6:
+            break
+    consumer.close()
+    assert offsets == [4, 5, 6, 7, 8, 9]
+
+    legacy = KafkaAdminClient(bootstrap_servers=broker(cluster, 102))
+    try:
+        dirs = legacy.describe_log_dirs({"records": [0]})
+        sizes = list(values_of("partition_size", dirs))
+        assert len(sizes) == 3 and all(size > 0 for size in sizes), dirs
+        elected = legacy.elect_leaders(0, {"records": [0]})
+        (result,) = elected.replica_election_results
+        assert [p.error_code for p in result.partition_result] == [84]  # ELECTION_NOT_NEEDED
+    finally:
+        legacy.close()
+    unclean = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("records", 0)])
+    (outcome,) = unclean.result().values()
+    assert outcome is not None and outcome.name() == "ELECTION_NOT_NEEDED"
+
+    admin.create_topics([NewTopic("checked", 2, 2)], validate_only=True)["checked"].result()
+    assert "checked" not in topics(cluster)
+
+    broker_configs = admin.describe_configs([ConfigResource(ResourceType.BROKER, "101")])
+    entries = next(iter(broker_configs.values())).result()
+    assert entries["num.partitions"].value == "1" and entries["num.partitions"].is_default
+
+    delete_by_id(cluster, "records")  # none of the clients deletes by id: DeleteTopics v6
+    assert "records" not in topics(cluster)
+
+
+def values_of(key: str, tree: Any) -> Iterator[Any]:
+    """Every value of `key` in nested dicts and lists (each client shapes answers its way)."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == key:
+                yield v
+            else:
+                yield from values_of(key, v)
+    elif isinstance(tree, (list, tuple)):
+        for item in tree:
+            yield from values_of(key, item)
+
+
+def delete_by_id(cluster: Cluster, name: str) -> None:
+    from broker_agent.kafka import codec
+    from tests.integration.kafka_wire import KafkaSocket
+
+    listed = {t["Topic"]: t["TopicId"] for t in ctl_json(cluster, "topics", "list")}
+    with KafkaSocket("127.0.0.1", cluster.brokers[101].port) as sock:
+        answer = sock.request(
+            20, 6, {"topics": [{"name": None, "topic_id": codec.topic_uuid(listed[name])}],
+                    "timeout": 15_000},
+        )  # fmt: skip
+    (result,) = answer.responses
+    assert (result.error_code, result.name) == (0, name)
