@@ -53,7 +53,10 @@ def acls(cluster: Cluster) -> list[Any]:
 
 
 def state(cluster: Cluster) -> tuple[Any, ...]:
-    return topics(cluster), topic_config(cluster, "existing"), acls(cluster)
+    """What a refused request must not change: the topics, a topic's configs, the
+    ACLs, and the controllers' committed log (its high watermark)."""
+    high_watermark = ctl_json(cluster, "quorum", "describe", "--status")["HighWatermark"]
+    return topics(cluster), topic_config(cluster, "existing"), acls(cluster), high_watermark
 
 
 # Bad input: (what, kwargs of the topic to create, Kafka's error name)
@@ -235,6 +238,10 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
 
         admin.create_partitions({counts: NewPartitions(total_count=4)})
         assert topics(cluster)[counts] == (4, 2)
+        before = state(cluster)
+        shrink = admin.create_partitions({counts: NewPartitions(total_count=2)}, raise_errors=False)
+        assert [(r.error_code, bool(r.error_message)) for r in shrink.results] == [(37, True)]
+        assert state(cluster) == before
 
         acl = ACL(
             principal="User:kafka-python", host="*", operation=ACLOperation.WRITE,
@@ -301,6 +308,7 @@ def kafka_python_error(code: int) -> str:
 def test_aiokafka_admin_client(cluster: Cluster) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.errors import InvalidPartitionsError
 
     counts, pinned = names_for("aiokafka")
 
@@ -339,6 +347,10 @@ def test_aiokafka_admin_client(cluster: Cluster) -> None:
 
             await admin.create_partitions({counts: NewPartitions(total_count=4)})
             assert topics(cluster)[counts] == (4, 2)
+            before = state(cluster)
+            with pytest.raises(InvalidPartitionsError, match="must be larger"):
+                await admin.create_partitions({counts: NewPartitions(total_count=2)})
+            assert state(cluster) == before
 
             described_cluster = await admin.describe_cluster()
             assert sorted(b["node_id"] for b in described_cluster["brokers"]) == list(BROKERS)
