@@ -26,6 +26,7 @@ the same broker right after a CreateTopics sees the topic.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ log = logging.getLogger("broker_agent.kafka")
 
 DEFAULT_TIMEOUT_MS = 30_000
 MIN_TIMEOUT_MS = 1_000
-APPLY_POLL_S = 0.005
+APPLY_POLL_S = 0.05  # a safety net: `wake` ends each wait as soon as records are applied
 
 
 class ForwardError(Exception):
@@ -101,6 +102,12 @@ class ControllerForwarder:
         self.client = client
         self.applied_offset = applied_offset
         self.forwarded: dict[str, int] = {}
+        self._applied = asyncio.Event()
+
+    def wake(self) -> None:
+        """This broker applied committed metadata: waiters look at their offset again."""
+        self._applied.set()
+        self._applied = asyncio.Event()
 
     async def call(self, method: str, request: Any, caller: Caller, timeout_ms: int) -> Any:
         """The controller's reply, or ForwardError with Kafka's error."""
@@ -123,9 +130,11 @@ class ControllerForwarder:
         """Whether this broker's image reached `offset` within the time left."""
         give_up = time.monotonic() + deadline_ms(timeout_ms) / 1000
         while self.applied_offset() < offset:
-            if time.monotonic() >= give_up:
+            left = give_up - time.monotonic()
+            if left <= 0:
                 return False
-            await asyncio.sleep(APPLY_POLL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._applied.wait(), min(APPLY_POLL_S, left))
         return True
 
     async def write(self, method: str, request: Any, caller: Caller, timeout_ms: int) -> Any:

@@ -71,6 +71,7 @@ class KafkaServer:
                 config.default_replication_factor,
             ),
         )
+        agent.stats.on_apply_lag.append(lambda _lag_ms: self.forwarder.wake())
         self.listeners = [
             KafkaListener(
                 name,
