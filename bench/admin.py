@@ -10,6 +10,11 @@ request at a time (each answered once committed; through a broker also once
 that broker's metadata shows it, read-your-writes), then deletes them. Rounds
 alternate between the two paths so the machine's drift hits both alike.
 
+With `validate_only` the same requests are validated by the active controller
+and answered without a write: the forwarding hop alone, without the commit and
+without the brokers opening the new partitions' logs (which read-your-writes
+waits for on the Kafka path, and the gRPC path never waits for).
+
     .venv/bin/python bench/admin.py [--topics 300 --rounds 3 --batches 1,100]
 
 One JSON object per measurement on stdout: path, batch, round, topics/s, and
@@ -43,7 +48,9 @@ def names(prefix: str, count: int, batch: int) -> list[list[str]]:
     return [all_names[i : i + batch] for i in range(0, count, batch)]
 
 
-def kafka_round(cluster: Cluster, prefix: str, count: int, batch: int) -> float:
+def kafka_round(
+    cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool
+) -> float:
     from confluent_kafka.admin import AdminClient as KafkaAdmin
     from confluent_kafka.admin import NewTopic
 
@@ -51,17 +58,19 @@ def kafka_round(cluster: Cluster, prefix: str, count: int, batch: int) -> float:
     admin.list_topics(timeout=10)  # connected before the clock starts
     started = time.perf_counter()
     for group in names(prefix, count, batch):
-        futures = admin.create_topics([NewTopic(n, 1, 1) for n in group], operation_timeout=30)
+        futures = admin.create_topics(
+            [NewTopic(n, 1, 1) for n in group], operation_timeout=30, validate_only=validate_only
+        )
         for future in futures.values():
             future.result()
     elapsed = time.perf_counter() - started
-    for group in names(prefix, count, 100):
+    for group in names(prefix, count, 100) if not validate_only else []:
         for future in admin.delete_topics(group, operation_timeout=30).values():
             future.result()
     return count / elapsed
 
 
-def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int) -> float:
+def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool) -> float:
     async def go() -> float:
         client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
         try:
@@ -70,14 +79,14 @@ def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int) -> float:
             for group in names(prefix, count, batch):
                 reply = await client.admin(
                     "CreateTopics",
-                    api.CreateTopicsRequest(topics=[
+                    api.CreateTopicsRequest(validate_only=validate_only, topics=[
                         api.CreatableTopic(name=n, num_partitions=1, replication_factor=1)
                         for n in group
                     ]),
                 )  # fmt: skip
                 assert all(t.error.error_code == 0 for t in reply.topics), reply
             elapsed = time.perf_counter() - started
-            for group in names(prefix, count, 100):
+            for group in names(prefix, count, 100) if not validate_only else []:
                 await client.admin("DeleteTopics", api.DeleteTopicsRequest(names=group))
             return count / elapsed
         finally:
@@ -97,17 +106,20 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-admin-") as root,
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
-        for batch in batches:
+        for validate_only, batch in [(v, b) for v in (False, True) for b in batches]:
             rates: dict[str, list[float]] = {"kafka": [], "grpc": []}
             for round_ in range(args.rounds):
                 for path, run in (("kafka", kafka_round), ("grpc", grpc_round)):
-                    say(f"batch {batch}, round {round_ + 1}: {path}")
-                    rate = run(cluster, f"{path}-{batch}-{round_}", args.topics, batch)
+                    say(f"batch {batch}, validate_only {validate_only}, round {round_ + 1}: {path}")
+                    prefix = f"{path}-{batch}-{round_}"
+                    rate = run(cluster, prefix, args.topics, batch, validate_only)
                     rates[path].append(rate)
-                    emit(path=path, batch=batch, round=round_ + 1, topics_per_s=round(rate, 1))
+                    emit(path=path, batch=batch, validate_only=validate_only, round=round_ + 1,
+                         topics_per_s=round(rate, 1))  # fmt: skip
             kafka, grpc = statistics.mean(rates["kafka"]), statistics.mean(rates["grpc"])
             emit(
                 batch=batch,
+                validate_only=validate_only,
                 kafka_topics_per_s=round(kafka, 1),
                 grpc_topics_per_s=round(grpc, 1),
                 forwarding_cost=round(1 - kafka / grpc, 3),
