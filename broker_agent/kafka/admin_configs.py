@@ -73,6 +73,7 @@ class ConfigAdmin:
 
     async def describe_configs(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         synonyms = bool(getattr(body, "include_synonyms", False))
+        documentation = bool(getattr(body, "include_documentation", False))
         request = api.DescribeConfigsRequest()
         answers: list[dict[str, Any] | int] = []  # an answer, or the index in the request
         for r in body.resources:
@@ -119,7 +120,7 @@ class ConfigAdmin:
                     "error_code": code,
                     "error_message": message,
                     "configs": [
-                        _config_entry(int(described.resource_type), c, synonyms)
+                        _config_entry(int(described.resource_type), c, synonyms, documentation)
                         for c in described.configs
                     ],
                 }
@@ -190,7 +191,9 @@ class ConfigAdmin:
         return {"throttle_time": 0, "responses": responses}
 
 
-def _config_entry(resource_type: int, entry: api.ConfigEntry, synonyms: bool) -> dict[str, Any]:
+def _config_entry(
+    resource_type: int, entry: api.ConfigEntry, synonyms: bool, documentation: bool
+) -> dict[str, Any]:
     source = int(entry.source)
     out: dict[str, Any] = {
         "name": entry.name,
@@ -200,7 +203,7 @@ def _config_entry(resource_type: int, entry: api.ConfigEntry, synonyms: bool) ->
         "config_source": source,
         "is_sensitive": entry.sensitive,
         "config_type": config_type(resource_type, entry.name),
-        "documentation": None,
+        "documentation": cs.DOCS.get(entry.name) if documentation else None,
         "synonyms": [],
     }
     if synonyms:

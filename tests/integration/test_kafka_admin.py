@@ -453,6 +453,7 @@ def test_delete_records_log_dirs_elections_and_topic_ids(cluster: Cluster) -> No
     entries = next(iter(broker_configs.values())).result()
     assert entries["num.partitions"].value == "1" and entries["num.partitions"].is_default
 
+    assert documented(cluster, "records")["retention.ms"].startswith("How long records")
     delete_by_id(cluster, "records")  # none of the clients deletes by id: DeleteTopics v6
     assert "records" not in topics(cluster)
 
@@ -468,6 +469,21 @@ def values_of(key: str, tree: Any) -> Iterator[Any]:
     elif isinstance(tree, (list, tuple)):
         for item in tree:
             yield from values_of(key, item)
+
+
+def documented(cluster: Cluster, topic: str) -> dict[str, str]:
+    """DescribeConfigs v4 with include_documentation (no client here asks for it)."""
+    from tests.integration.kafka_wire import KafkaSocket
+
+    with KafkaSocket("127.0.0.1", cluster.brokers[101].port) as sock:
+        answer = sock.request(
+            32, 4,
+            {"resources": [{"resource_type": 2, "resource_name": topic,
+                            "configuration_keys": None}],
+             "include_synonyms": False, "include_documentation": True},
+        )  # fmt: skip
+    (result,) = answer.results
+    return {c.name: c.documentation for c in result.configs}
 
 
 def delete_by_id(cluster: Cluster, name: str) -> None:
