@@ -12,6 +12,7 @@ Kafka's keys (same meaning, same default):
                                                and Metadata answers hand to clients
 ``socket.request.max.bytes``                   104857600: a larger request frame closes
                                                its connection
+``connections.max.idle.ms``                    600000: an idle Kafka connection is closed
 ``metadata.log.dir``                           required: the local metadata cache
 ``broker.rack``                                unset
 ``broker.heartbeat.interval.ms``               2000: the longest a caught-up MetadataFetch
@@ -116,6 +117,7 @@ KEYS: tuple[str, ...] = (
     "listeners",
     "advertised.listeners",
     "socket.request.max.bytes",
+    "connections.max.idle.ms",
     "metadata.log.dir",
     "broker.rack",
     "broker.heartbeat.interval.ms",
@@ -156,6 +158,7 @@ _INTS: dict[str, IntSpec] = {
     ),
     "controlled.shutdown.timeout.ms": IntSpec("shutdown_timeout_ms", 30_000, 1),
     "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
+    "connections.max.idle.ms": IntSpec("connections_max_idle_ms", 600_000, 1, LONG_MAX),
     "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
     "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
     "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
@@ -207,6 +210,7 @@ class BrokerConfig:
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
+    connections_max_idle_ms: int = 600_000
     tls: TlsSettings | None = None
     metrics_tls: MetricsTls | None = None
     # (name, endpoint) of every Kafka listener, and what each is advertised as.

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from broker_agent.kafka import codec
 from broker_agent.kafka.authz import KafkaAuthorizer
-from broker_agent.kafka.listener import Connection, api_versions_table
+from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
@@ -155,6 +155,10 @@ class KafkaApis:
             *(one(name, index, records) for name, parts in topics for index, records in parts)
         )
         if acks == 0:
+            if any(a["error_code"] != 0 for a in answers):
+                # No answer to carry the error: Kafka closes the connection, so the
+                # producer refreshes its metadata and finds the new leader.
+                raise CloseConnection("an acks=0 produce failed")
             return None
         it = iter(answers)
         return {
@@ -166,9 +170,24 @@ class KafkaApis:
         }
 
     async def fetch(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
+        if int(getattr(body, "session_id", 0)) != 0:
+            # No fetch session is ever created here (answers carry session_id 0), so
+            # any other id is one this broker does not know: the client starts over
+            # with a full fetch, as after a Kafka broker evicted its session.
+            return {"throttle_time": 0, "error_code": int(ErrorCode.fetch_session_id_not_found),
+                    "session_id": 0, "responses": []}  # fmt: skip
+        # v13+ name topics by id: resolved here; an unknown id keeps a label no topic
+        # name can have ("\0" is not allowed in names) and gets UNKNOWN_TOPIC_ID.
+        ids: dict[str, Any] = {}
+        unknown_ids: set[str] = set()
+        for t in body.topics:
+            label, topic_id = self._fetch_topic(t)
+            ids[label] = topic_id
+            if label.startswith("\0"):
+                unknown_ids.add(label)
         wanted = [
             FetchPartition(
-                topic=t.topic,
+                topic=self._fetch_topic(t)[0],
                 partition=int(p.partition),
                 fetch_offset=int(p.fetch_offset),
                 current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
@@ -180,10 +199,14 @@ class KafkaApis:
             for p in t.partitions
         ]
         results: dict[tuple[str, int], dict[str, Any]] = {}
-        replica_id = int(getattr(body, "replica_id", -1))
-        allowed = self._fetch_allowed(conn, replica_id, {w.topic for w in wanted})
+        replica_id = _fetch_replica_id(body)
+        allowed = self._fetch_allowed(conn, replica_id, {w.topic for w in wanted} - unknown_ids)
         for w in wanted:
-            if w.topic not in allowed:
+            if w.topic in unknown_ids:
+                results[(w.topic, w.partition)] = _fetch_error(
+                    w.partition, ErrorCode.unknown_topic_id
+                )
+            elif w.topic not in allowed:
                 results[(w.topic, w.partition)] = _fetch_error(
                     w.partition, ErrorCode.topic_authorization_failed
                 )
@@ -225,10 +248,25 @@ class KafkaApis:
             "error_code": 0,
             "session_id": 0,
             "responses": [
-                {"topic": topic, "partitions": [results[(topic, p)] for p in parts]}
+                {
+                    "topic": topic,
+                    "topic_id": ids.get(topic) or codec.NULL_UUID,
+                    "partitions": [results[(topic, p)] for p in parts],
+                }
                 for topic, parts in _grouped((w.topic, w.partition) for w in wanted)
             ],
         }
+
+    def _fetch_topic(self, t: Any) -> tuple[str, Any]:
+        """(topic name, topic id) of a Fetch request's topic entry, by name (v4-12)
+        or by id (v13+); an id this broker does not know gets a "\0" label."""
+        name = getattr(t, "topic", None)
+        topic_id = getattr(t, "topic_id", None)
+        if name is not None:
+            found = self.image().topic(name)
+            return name, (codec.topic_uuid(found.topic_id) if found else None)
+        found = self.image().topic_by_id(codec.topic_id_text(topic_id))
+        return (found.name, topic_id) if found else (f"\0{topic_id}", topic_id)
 
     def _fetch_allowed(self, conn: Connection, replica_id: int, topics: set[str]) -> set[str]:
         """The topics this fetch may read: a follower's need CLUSTER_ACTION (else every
@@ -303,6 +341,14 @@ class KafkaApis:
                 for t in body.topics
             ],
         }
+
+
+def _fetch_replica_id(body: Any) -> int:
+    """Fetch v4-14 carry replica_id; v15+ a ReplicaState (KIP-903) with the id."""
+    if hasattr(body, "replica_id"):
+        return int(body.replica_id)
+    state = getattr(body, "replica_state", None)
+    return int(state.replica_id) if state is not None else -1
 
 
 def _grouped(pairs: Iterable[tuple[str, int]]) -> list[tuple[str, list[int]]]:

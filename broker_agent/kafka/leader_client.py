@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
 
 from broker_agent.kafka import codec
 from broker_agent.kafka.versions import ApiKey
@@ -204,11 +205,11 @@ class KafkaLeaderFetchClient:
         async with link.lock:
             link.correlation_id += 1
             header = RequestHeader(
-                request_api_key=api_key,
-                request_api_version=version,
-                correlation_id=link.correlation_id,
+                request_api_key=i16(api_key),
+                request_api_version=i16(version),
+                correlation_id=i32(link.correlation_id),
                 client_id=f"broker-{self.node_id}-fetcher",
-            )  # type: ignore[arg-type]
+            )
             frame = codec.encode_request(header, codec.build(codec.request_class(api_key, version),
                                                              values))  # fmt: skip
             try:

@@ -14,6 +14,8 @@ Kafka's rules at the edge, which this follows:
   UNSUPPORTED_VERSION and the served table, so a newer client can pick a
   version. Any other API or version outside `versions.SERVED`, and any request
   that does not parse, closes the connection, as Kafka's SocketServer does.
+* A connection idle for `connections.max.idle.ms` (no frame started or one
+  never finished) is closed, as Kafka closes idle connections.
 * Whatever one connection sends, the others are served on: every failure is
   confined to its connection's task.
 """
@@ -57,6 +59,11 @@ class FrameError(Exception):
     """The connection's bytes are not Kafka requests: it is closed."""
 
 
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka answers by closing the connection (a failed
+    acks=0 produce)."""
+
+
 class KafkaListener:
     def __init__(
         self,
@@ -66,6 +73,7 @@ class KafkaListener:
         dispatch: Dispatch,
         max_request_bytes: int,
         ssl_context: ssl.SSLContext | None = None,
+        max_idle_ms: int = 600_000,
     ) -> None:
         self.name = name
         self.host = host
@@ -73,6 +81,7 @@ class KafkaListener:
         self.dispatch = dispatch
         self.max_request_bytes = max_request_bytes
         self.ssl_context = ssl_context
+        self.max_idle_s = max_idle_ms / 1000
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.closed_connections = 0  # by a bad frame or request (for tests and metrics)
@@ -116,6 +125,8 @@ class KafkaListener:
         except FrameError as err:
             self.closed_connections += 1
             log.info("closing Kafka connection from %s: %s", conn.peer_host, err)
+        except CloseConnection as err:
+            log.debug("closing Kafka connection from %s: %s", conn.peer_host, err)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -136,7 +147,10 @@ class KafkaListener:
     ) -> None:
         try:
             while True:
-                size = codec.SIZE.unpack(await reader.readexactly(4))[0]
+                # Kafka's connections.max.idle.ms: a connection that sends nothing (or
+                # never finishes a frame) for that long is closed.
+                size_bytes = await asyncio.wait_for(reader.readexactly(4), self.max_idle_s)
+                size = codec.SIZE.unpack(size_bytes)[0]
                 if size < MIN_FRAME or size > self.max_request_bytes:
                     self.closed_connections += 1
                     log.info(
@@ -147,9 +161,11 @@ class KafkaListener:
                         self.max_request_bytes,
                     )
                     break
-                await frames.put(await reader.readexactly(size))
+                await frames.put(await asyncio.wait_for(reader.readexactly(size), self.max_idle_s))
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except TimeoutError:
+            log.info("closing idle Kafka connection from %s", conn.peer_host)
         await frames.put(None)
 
     async def _handle(self, frame: bytes, conn: Connection) -> bytes | None:

@@ -79,6 +79,7 @@ class KafkaServer:
                 endpoint.port,
                 self.apis.handle,
                 config.socket_request_max_bytes,
+                max_idle_ms=config.connections_max_idle_ms,
             )
             for name, endpoint in config.listeners
         ]

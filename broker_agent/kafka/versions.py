@@ -38,7 +38,7 @@ class ApiKey(IntEnum):
 
 SERVED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 9),
-    ApiKey.FETCH: (4, 12),
+    ApiKey.FETCH: (4, 16),
     ApiKey.LIST_OFFSETS: (1, 7),
     ApiKey.METADATA: (0, 12),
     ApiKey.API_VERSIONS: (0, 3),

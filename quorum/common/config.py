@@ -460,7 +460,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
             problems.add(err)
     tls = check(lambda: _tls(props))
     metrics_tls = check(lambda: _metrics_tls(props, tls))
-    authorizer = check(lambda: authorizer_from(props))
+    authorizer = check(lambda: _authorizer(props))
     if metrics is not None and listener is not None and _same_endpoint(metrics, listener):
         problems.add(
             ConfigError(
@@ -690,7 +690,7 @@ def voters(raw: str) -> dict[int, Endpoint]:
     return found
 
 
-def authorizer_from(props: Mapping[str, str]) -> AuthorizerConfig:
+def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig:
     """Kafka's authorizer keys. Only the StandardAuthorizer exists here; naming
     another class is refused rather than silently running without one."""
     name = props.get("authorizer.class.name", "")
@@ -831,3 +831,9 @@ def _timeout_problems(ints: Mapping[str, int]) -> list[ConfigError]:
             )
         )
     return found
+
+
+def authorizer_from(props: Mapping[str, str]) -> AuthorizerConfig:
+    """The authorizer keys of any process's properties (the brokers' Kafka
+    listeners read the same three keys as the controllers)."""
+    return _authorizer(props)

@@ -18,62 +18,7 @@ from broker_agent.kafka import codec
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.listener import Connection, principal_of, unsupported_api_versions
 from broker_agent.kafka.versions import SERVED, ApiKey, is_served
-from quorum.controller.metadata_image import MetadataImage
-from quorum.gen import metadata_pb2 as md
-
-TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
-REQUESTS: dict[ApiKey, dict[str, Any]] = {
-    ApiKey.API_VERSIONS: {"client_software_name": "t", "client_software_version": "1"},
-    ApiKey.METADATA: {
-        "topics": [{"name": "orders", "topic_id": None}, {"name": "nope", "topic_id": None}],
-        "allow_auto_topic_creation": False,
-        "include_cluster_authorized_operations": False,
-        "include_topic_authorized_operations": False,
-    },
-    ApiKey.PRODUCE: {
-        "transactional_id": None, "acks": -1, "timeout": 1000,
-        "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": b"x"}]}],
-    },
-    ApiKey.FETCH: {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": "nope", "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1024}]}],
-        "forgotten_topics_data": [], "rack_id": "",
-    },
-    ApiKey.LIST_OFFSETS: {
-        "replica_id": -1, "isolation_level": 0,
-        "topics": [{"name": "orders", "partitions": [
-            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
-    },
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: {
-        "replica_id": -1,
-        "topics": [{"topic": "orders", "partitions": [
-            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
-    },
-    ApiKey.INIT_PRODUCER_ID: {
-        "transactional_id": None, "transaction_timeout": 1000, "producer_id": -1,
-        "producer_epoch": -1,
-    },
-}  # fmt: skip
-
-
-def image() -> MetadataImage:
-    img = MetadataImage()
-    records = [
-        md.MetadataRecord(register_broker=md.RegisterBrokerRecord(
-            broker_id=1, broker_epoch=1, incarnation_id="i",
-            endpoints=[md.BrokerEndpoint(name="PLAINTEXT", host="h", port=9092,
-                                         security_protocol="PLAINTEXT")])),
-        md.MetadataRecord(topic=md.TopicRecord(name="orders", topic_id=TOPIC_ID)),
-        md.MetadataRecord(partition=md.PartitionRecord(
-            partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1], leader=1,
-            leader_epoch=3, partition_epoch=4)),
-    ]  # fmt: skip
-    for offset, record in enumerate(records):
-        img.apply_record(record, offset)
-    return img
+from tests.broker_agent.kafka_requests import REQUESTS, TOPIC_ID, TOPIC_ID_2, image
 
 
 def served_versions() -> list[tuple[ApiKey, int]]:
@@ -112,7 +57,13 @@ def test_every_served_version_round_trips_through_its_handler(api: ApiKey, versi
         assert code == ErrorCode.not_leader_or_follower  # no replica manager here
     elif api == ApiKey.FETCH:
         part = answer.responses[0].partitions[0]
-        assert part.error_code == ErrorCode.unknown_topic_or_partition
+        # v13+ name the topic by id: an unknown id is UNKNOWN_TOPIC_ID, echoed back
+        expected = (
+            ErrorCode.unknown_topic_id if version >= 13 else ErrorCode.unknown_topic_or_partition
+        )
+        assert part.error_code == expected
+        if version >= 13:
+            assert codec.topic_id_text(answer.responses[0].topic_id) == TOPIC_ID_2
         assert part.records == b""
     elif api in (ApiKey.LIST_OFFSETS, ApiKey.OFFSET_FOR_LEADER_EPOCH):
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
@@ -151,3 +102,20 @@ def test_a_truncated_body_is_malformed() -> None:
 def test_topic_ids_convert_both_ways() -> None:
     assert codec.topic_id_text(codec.topic_uuid(TOPIC_ID)) == TOPIC_ID
     assert principal_of({"subject": ((("commonName", "x"),),)}) == "User:CN=x"
+
+
+@pytest.mark.parametrize("version", [13, 15, 16])
+def test_fetch_by_topic_id_reaches_the_topic_and_echoes_its_id(version: int) -> None:
+    values = {**REQUESTS[ApiKey.FETCH], "replica_state": {"replica_id": -1, "replica_epoch": -1}}
+    values["topics"] = [{**values["topics"][0], "topic": "orders", "topic_id": TOPIC_ID}]
+    cls = codec.request_class(ApiKey.FETCH, version)
+    header = HeaderV2(request_api_key=1, request_api_version=version, correlation_id=3,
+                      client_id="c")  # type: ignore[arg-type]  # fmt: skip
+    frame = codec.encode_request(header, codec.build(cls, values))[4:]
+    request = codec.decode_request(frame, ApiKey.FETCH, version)
+    img = image()
+    apis = KafkaApis(1, "cluster-1", lambda: img, None, None)
+    response = asyncio.run(apis.handle(request, Connection("PLAINTEXT", "127.0.0.1")))
+    (topic,) = response.responses
+    assert codec.topic_id_text(topic.topic_id) == TOPIC_ID
+    assert topic.partitions[0].error_code == ErrorCode.not_leader_or_follower  # no replicas here

@@ -289,9 +289,26 @@ def refused(cluster: Cluster, **fields: Any) -> str:
     return caught.value.name
 
 
+def wait_until_quiet(cluster: Cluster, quiet_s: float = 2.0, timeout_s: float = 30.0) -> None:
+    """Until nothing has been committed for `quiet_s`: brokers restarted by earlier
+    tests rejoin ISRs (AlterPartition) once their followers catch up, a little
+    after they are unfenced, and those commits would wake a parked fetch."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        hw = cluster.wait_for_leader().high_watermark
+        if hw != last:
+            last, since = hw, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the metadata log kept moving for {timeout_s}s")
+
+
 def test_bad_metadata_fetches_get_their_error_codes_and_change_nothing(
     cluster: Cluster,
 ) -> None:
+    wait_until_quiet(cluster)
     epoch = brokers_view(cluster)[11].broker_epoch
     before = cluster.describe(cluster.wait_for_leader().leader_id)
     assert refused(cluster, broker_id=11, broker_epoch=epoch - 1) == "STALE_BROKER_EPOCH"
@@ -366,6 +383,7 @@ def test_the_fetch_stream_answers_each_request_in_order_and_refuses_with_the_sam
 def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
     cluster: Cluster,
 ) -> None:
+    wait_until_quiet(cluster)
     epoch = brokers_view(cluster)[11].broker_epoch
     view = cluster.wait_for_leader()
     hw, start = view.high_watermark, view.log_start_offset

@@ -457,3 +457,20 @@ def test_request_metrics_count_apis_errors_and_closed_connections(cluster: Clust
     assert samples[key] >= 1
     assert samples['quorum_broker_kafka_connections_closed_total{listener="PLAINTEXT"}'] >= 1
     assert samples['quorum_broker_kafka_request_seconds_count{api="metadata"}'] >= 1
+
+
+def test_a_failed_acks_0_produce_closes_the_connection(cluster: Cluster) -> None:
+    # No answer can carry the error, so Kafka closes the connection (the producer
+    # then refreshes its metadata); a successful acks=0 produce gets no answer.
+    with first(cluster) as s:
+        s.send_request(ApiKey.PRODUCE, 9, produce_values("no-such-topic", 0, acks=0))
+        assert s.closed_by_peer()
+    assert still_serving(cluster)
+
+
+def test_an_unknown_fetch_session_is_fetch_session_id_not_found(cluster: Cluster) -> None:
+    with first(cluster) as s:
+        answer = s.request(ApiKey.FETCH, 12, {**fetch_values("orders", 0), "session_id": 12345,
+                                              "session_epoch": 3})  # fmt: skip
+    assert answer.error_code == ErrorCode.fetch_session_id_not_found
+    assert answer.responses == ()

@@ -1,0 +1,66 @@
+"""Request bodies for every served Kafka API (a superset of the fields of all its
+versions: `codec.build` keeps what each version has) and a small metadata image,
+for the codec and listener tests that run without broker processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker_agent.kafka.versions import ApiKey
+from quorum.controller.metadata_image import MetadataImage
+from quorum.gen import metadata_pb2 as md
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
+TOPIC_ID_2 = "AAAAAAAAAAAAAAAAAAAAAg"  # no such topic
+REQUESTS: dict[ApiKey, dict[str, Any]] = {
+    ApiKey.API_VERSIONS: {"client_software_name": "t", "client_software_version": "1"},
+    ApiKey.METADATA: {
+        "topics": [{"name": "orders", "topic_id": None}, {"name": "nope", "topic_id": None}],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    },
+    ApiKey.PRODUCE: {
+        "transactional_id": None, "acks": -1, "timeout": 1000,
+        "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": b"x"}]}],
+    },
+    ApiKey.FETCH: {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": "nope", "topic_id": TOPIC_ID_2, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+             "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1024}]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    },
+    ApiKey.LIST_OFFSETS: {
+        "replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
+    },
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: {
+        "replica_id": -1,
+        "topics": [{"topic": "orders", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
+    },
+    ApiKey.INIT_PRODUCER_ID: {
+        "transactional_id": None, "transaction_timeout": 1000, "producer_id": -1,
+        "producer_epoch": -1,
+    },
+}  # fmt: skip
+
+
+def image() -> MetadataImage:
+    img = MetadataImage()
+    records = [
+        md.MetadataRecord(register_broker=md.RegisterBrokerRecord(
+            broker_id=1, broker_epoch=1, incarnation_id="i",
+            endpoints=[md.BrokerEndpoint(name="PLAINTEXT", host="h", port=9092,
+                                         security_protocol="PLAINTEXT")])),
+        md.MetadataRecord(topic=md.TopicRecord(name="orders", topic_id=TOPIC_ID)),
+        md.MetadataRecord(partition=md.PartitionRecord(
+            partition_id=0, topic_id=TOPIC_ID, replicas=[1, 2], isr=[1], leader=1,
+            leader_epoch=3, partition_epoch=4)),
+    ]  # fmt: skip
+    for offset, record in enumerate(records):
+        img.apply_record(record, offset)
+    return img
