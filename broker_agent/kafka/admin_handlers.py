@@ -9,12 +9,12 @@ Answered by this broker: DescribeCluster, DeleteRecords, DescribeLogDirs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from broker_agent.kafka.admin_apis import TopicAdmin
 from broker_agent.kafka.admin_configs import AclAdmin, ConfigAdmin
-from broker_agent.kafka.apis import Handler, KafkaApis
 from broker_agent.kafka.auto_create import AutoCreate, AutoCreateConfig
 from broker_agent.kafka.forwarding import ControllerForwarder
 from broker_agent.kafka.local_admin import LocalAdmin
@@ -23,22 +23,30 @@ from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient
 from quorum.controller.metadata_image import MetadataImage
 
+if TYPE_CHECKING:
+    from broker_agent.kafka.apis import KafkaApis
+    from broker_agent.kafka.listener import Connection
+
+    Handler = Callable[[Any, int, Connection], Awaitable[dict[str, Any] | None]]
+
 
 def install_admin_apis(
     apis: KafkaApis,
-    client: AdminClient,
+    client: AdminClient | None,
     image: Callable[[], MetadataImage],
     replicas: ReplicaManager | None,
-    log_dir: Path,
+    log_dir: Path | None,
     auto_create: AutoCreateConfig,
 ) -> ControllerForwarder:
+    """Put the admin APIs into `apis`' dispatch; without a `client` (a KafkaApis
+    built alone, in tests) forwarded requests answer REQUEST_TIMED_OUT."""
     forwarder = ControllerForwarder(client, lambda: image().applied_offset)
     topics = TopicAdmin(forwarder, image)
     configs = ConfigAdmin(forwarder, image)
     acls = AclAdmin(forwarder)
     local = LocalAdmin(apis.node_id, apis.cluster_id, image, replicas, log_dir, apis.authz)
     creating = AutoCreate(auto_create, forwarder, image, apis.metadata)
-    handlers: dict[int, Handler] = {
+    handlers: dict[int, Handler] = {  # type: ignore[valid-type]
         ApiKey.CREATE_TOPICS: topics.create_topics,
         ApiKey.DELETE_TOPICS: topics.delete_topics,
         ApiKey.CREATE_PARTITIONS: topics.create_partitions,

@@ -19,7 +19,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker_agent.kafka import codec
+from broker_agent.kafka.admin_handlers import install_admin_apis
 from broker_agent.kafka.authz import KafkaAuthorizer
+from broker_agent.kafka.auto_create import AutoCreateConfig
 from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
@@ -64,6 +66,9 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+        # The admin APIs (admin_handlers.py): REQUEST_TIMED_OUT until server.py
+        # installs them again with a client for the controllers.
+        install_admin_apis(self, None, image, replicas, None, AutoCreateConfig(enabled=False))
 
     def add_handlers(self, handlers: Mapping[int, Handler]) -> None:
         """APIs served by other modules (the admin APIs, `admin_handlers.py`);

@@ -98,7 +98,7 @@ class ControllerForwarder:
     """Sends admin requests to the active controller for a client, and waits for
     this broker's metadata to catch up with what they wrote."""
 
-    def __init__(self, client: AdminClient, applied_offset: Callable[[], int]) -> None:
+    def __init__(self, client: AdminClient | None, applied_offset: Callable[[], int]) -> None:
         self.client = client
         self.applied_offset = applied_offset
         self.forwarded: dict[str, int] = {}
@@ -112,6 +112,8 @@ class ControllerForwarder:
     async def call(self, method: str, request: Any, caller: Caller, timeout_ms: int) -> Any:
         """The controller's reply, or ForwardError with Kafka's error."""
         self.forwarded[method] = self.forwarded.get(method, 0) + 1
+        if self.client is None:
+            raise ForwardError(ErrorCode.request_timed_out, "no controller to forward to")
         metadata = (
             (FORWARDED_PRINCIPAL, caller.principal.encode()),
             (FORWARDED_HOST, caller.host or "unknown"),

@@ -12,6 +12,7 @@ DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED), as in Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,7 @@ class LocalAdmin:
         cluster_id: str,
         image: Callable[[], MetadataImage],
         replicas: ReplicaManager | None,
-        log_dir: Path,
+        log_dir: Path | None,
         authz: KafkaAuthorizer,
     ) -> None:
         self.authz = authz
@@ -150,18 +151,18 @@ class LocalAdmin:
                     "is_future_key": False,
                 }
             )
-        try:
-            usage = shutil.disk_usage(self.log_dir)
-            total, usable = usage.total, usage.free
-        except OSError:
-            total, usable = -1, -1
+        total, usable = -1, -1
+        if self.log_dir is not None:
+            with contextlib.suppress(OSError):
+                usage = shutil.disk_usage(self.log_dir)
+                total, usable = usage.total, usage.free
         return {
             "throttle_time": 0,
             "error_code": 0,
             "results": [
                 {
                     "error_code": 0,
-                    "log_dir": str(self.log_dir.resolve()),
+                    "log_dir": str(self.log_dir.resolve()) if self.log_dir else "",
                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                     "total_bytes": total,
                     "usable_bytes": usable,
