@@ -124,7 +124,8 @@ class TopicAdmin:
 
     async def elect_leaders(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         timeout_ms = codec.millis(body.timeout)
-        request = api.ElectLeadersRequest(election_type=int(getattr(body, "election_type", 0)))
+        request = api.ElectLeadersRequest()
+        request.election_type = int(getattr(body, "election_type", 0))  # type: ignore[assignment]
         wanted = body.topic_partitions
         if wanted is not None:
             for t in wanted:

@@ -183,6 +183,7 @@ class ConfigAdmin:
                 responses.append(answer)
                 continue
             base = {"resource_type": rtype, "resource_name": name}
+            message: str | None
             if failure is not None:
                 code, message = int(failure.error), failure.message
             else:

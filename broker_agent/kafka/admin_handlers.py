@@ -46,7 +46,7 @@ def install_admin_apis(
     acls = AclAdmin(forwarder)
     local = LocalAdmin(apis.node_id, apis.cluster_id, image, replicas, log_dir, apis.authz)
     creating = AutoCreate(auto_create, forwarder, image, apis.metadata)
-    handlers: dict[int, Handler] = {  # type: ignore[valid-type]
+    handlers: dict[int, Handler] = {
         ApiKey.CREATE_TOPICS: topics.create_topics,
         ApiKey.DELETE_TOPICS: topics.delete_topics,
         ApiKey.CREATE_PARTITIONS: topics.create_partitions,
@@ -60,7 +60,7 @@ def install_admin_apis(
         ApiKey.DESCRIBE_CLUSTER: local.describe_cluster,
         ApiKey.DELETE_RECORDS: local.delete_records,
         ApiKey.DESCRIBE_LOG_DIRS: local.describe_log_dirs,
-        ApiKey.METADATA: creating.metadata,  # type: ignore[dict-item]
+        ApiKey.METADATA: creating.metadata,
     }
     apis.add_handlers(handlers)
     return forwarder
