@@ -133,22 +133,26 @@ class AccessControl(Collector):
         claimed = forwarded(context)
         if claimed is None:
             return direct, direct_host
-        if direct not in self.config.super_users:
-            broker = Requirement((cluster(Operation.CLUSTER_ACTION),))
-            decision = authorize(
-                self.config, list(self._acls()), direct, direct_host, broker.alternatives[0]
+        if not self._may_forward(direct, direct_host):
+            await self._deny(
+                context,
+                kind,
+                Requirement((cluster(Operation.CLUSTER_ACTION),)),
+                direct,
+                direct_host,
+                f"only a broker (CLUSTER_ACTION on the cluster) may forward a request "
+                f"for another principal ({claimed[0]})",
             )
-            if not decision.allowed:
-                await self._deny(
-                    context,
-                    kind,
-                    broker,
-                    direct,
-                    direct_host,
-                    f"only a broker (CLUSTER_ACTION on the cluster) may forward a request "
-                    f"for another principal ({claimed[0]})",
-                )
         return claimed[0], claimed[1] or direct_host
+
+    def _may_forward(self, principal: str, host: str) -> bool:
+        """Whether this caller may speak for another principal (a broker, KIP-590)."""
+        if not self.config.enabled:
+            return False  # nothing is authenticated to decide by: never trusted
+        if principal in self.config.super_users:
+            return True
+        action = cluster(Operation.CLUSTER_ACTION)
+        return authorize(self.config, list(self._acls()), principal, host, action).allowed
 
     async def _require(
         self, context: Any, kind: str, needs: list[Requirement], principal: str, host: str
@@ -174,9 +178,13 @@ class AccessControl(Collector):
             return
         if kind in _UNTHROTTLED:
             return
+        # A forwarded client counts as itself only when its broker may forward
+        # (else a caller could dodge its limit by naming a new principal each time).
+        principal, host = principal_of(context), peer_host(context)
         claimed = forwarded(context)
-        principal, host = claimed or (principal_of(context), peer_host(context))
-        client = principal if principal != ANONYMOUS else f"host:{host or peer_host(context)}"
+        if claimed is not None and self._may_forward(principal, host):
+            principal, host = claimed[0], claimed[1] or host
+        client = principal if principal != ANONYMOUS else f"host:{host}"
         wait_s = self.limiter.admit(client, self._clock())
         if wait_s <= 0:
             return
