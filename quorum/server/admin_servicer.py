@@ -127,7 +127,8 @@ class AdminServicer(api_grpc.AdminServicer):
     async def _write(self, context: Any, request: Any, build: Callable[[], Any]) -> Any:
         async def write() -> Any:
             result, offset = await self._c.write_at(build)
-            if "metadata_offset" in type(result).DESCRIPTOR.fields_by_name:
+            descriptor = getattr(result, "DESCRIPTOR", None)  # some writes answer None
+            if descriptor is not None and "metadata_offset" in descriptor.fields_by_name:
                 result.metadata_offset = offset
             return result
 
