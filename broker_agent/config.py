@@ -60,6 +60,12 @@ Kafka's keys (same meaning, same default):
 ``log.cleaner.max.compaction.lag.ms``          Long.MAX (``max.compaction.lag.ms``)
 ``log.cleaner.delete.retention.ms``            1 day (``delete.retention.ms``): how long
                                                a tombstone outlives its first cleaning
+``auto.create.topics.enable``                  true: a Metadata request allowing it creates
+                                               unknown topics through the controller
+``num.partitions``                             unset: the partitions of an auto-created
+                                               topic (unset: the cluster's num.partitions)
+``default.replication.factor``                 unset: its replication factor (unset: the
+                                               cluster's default.replication.factor)
 =============================================  =========================================
 
 Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
@@ -178,6 +184,9 @@ KEYS: tuple[str, ...] = (
     "log.cleaner.max.compaction.lag.ms",
     "log.cleaner.delete.retention.ms",
     "log.cleaner.threads",
+    "auto.create.topics.enable",
+    "num.partitions",
+    "default.replication.factor",
     "metrics.listener",
     METRICS_CLIENT_AUTH_KEY,
     "log.level",
@@ -234,6 +243,8 @@ _INTS: dict[str, IntSpec] = {
     ),
     # Accepted so a Kafka broker's file loads; one asyncio task cleans whatever it says.
     "log.cleaner.threads": IntSpec("log_cleaner_threads", 1, 1),
+    "num.partitions": IntSpec("num_partitions", -1, 1),
+    "default.replication.factor": IntSpec("default_replication_factor", -1, 1),
 }
 
 
@@ -256,15 +267,6 @@ def _cleanup_policy(props: Mapping[str, str]) -> str:
     if not items or any(v not in ("delete", "compact") for v in items):
         raise ConfigError("log.cleanup.policy", f"must be delete, compact or both, got {raw!r}")
     return ",".join(items)
-
-
-def _boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = props.get(key)
-    if raw is None:
-        return default
-    if raw.strip().lower() not in ("true", "false"):
-        raise ConfigError(key, f"must be true or false, got {raw!r}")
-    return raw.strip().lower() == "true"
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,8 @@ class BrokerConfig:
     log_cleaner_max_compaction_lag_ms: int
     log_cleaner_delete_retention_ms: int
     log_cleaner_threads: int
+    num_partitions: int
+    default_replication_factor: int
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
@@ -334,6 +338,7 @@ class BrokerConfig:
     # SSL ones' TLS settings.
     listener_protocols: dict[str, str] = field(default_factory=dict)
     kafka_tls: KafkaTls | None = None
+    auto_create_topics_enable: bool = True
     # The listener followers fetch from leaders on (Kafka's inter.broker.listener.name).
     inter_broker_listener: str = "PLAINTEXT"
     # Kafka's authorizer keys: ACLs from the metadata image decide the Kafka requests.
@@ -421,15 +426,25 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
         tls=tls,
         metrics_tls=metrics_tls,
         log_cleanup_policy=_cleanup_policy(props),
-        log_cleaner_enable=_boolean(props, "log.cleaner.enable", True),
+        log_cleaner_enable=boolean(props, "log.cleaner.enable", True),
         log_cleaner_io_buffer_load_factor=_ratio(props, "log.cleaner.io.buffer.load.factor", 0.9),
         log_cleaner_min_cleanable_ratio=_ratio(props, "log.cleaner.min.cleanable.ratio", 0.5),
         listener_protocols=protocols,
         kafka_tls=kafka_tls,
+        auto_create_topics_enable=boolean(props, "auto.create.topics.enable", True),
         inter_broker_listener=inter_broker_listener(props, listeners, protocols),
         authorizer=authorizer_from(props),
         **ints,
     )
+
+
+def boolean(props: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = props.get(key, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("true", "false"):
+        raise ConfigError(key, f"must be true or false, got {props[key]!r}")
+    return raw == "true"
 
 
 def inter_broker_listener(

@@ -84,13 +84,28 @@ class AdminClient:
             self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
 
-    async def admin(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
-        return await self._call(api_grpc.AdminStub, method, request, deadline_s)
+    async def admin(
+        self,
+        method: str,
+        request: Any,
+        deadline_s: float = 30.0,
+        metadata: Sequence[tuple[str, str | bytes]] = (),
+    ) -> Any:
+        """One admin call; `metadata` goes with every attempt (a broker forwarding
+        a Kafka client's request names that client there)."""
+        return await self._call(api_grpc.AdminStub, method, request, deadline_s, metadata)
 
     async def broker(self, method: str, request: Any, deadline_s: float = 30.0) -> Any:
         return await self._call(bpb_grpc.BrokerLifecycleStub, method, request, deadline_s)
 
-    async def _call(self, stub_type: Any, method: str, request: Any, deadline_s: float) -> Any:
+    async def _call(
+        self,
+        stub_type: Any,
+        method: str,
+        request: Any,
+        deadline_s: float,
+        metadata: Sequence[tuple[str, str | bytes]] = (),
+    ) -> Any:
         if hasattr(request, "cluster_id") and not request.cluster_id:
             request.cluster_id = self.cluster_id
         give_up = time.monotonic() + deadline_s
@@ -100,7 +115,9 @@ class AdminClient:
             stub = stub_type(self._channel(address))
             try:
                 timeout = max(0.05, min(self.attempt_timeout_s, give_up - time.monotonic()))
-                reply = await getattr(stub, method)(request, timeout=timeout)
+                reply = await getattr(stub, method)(
+                    request, timeout=timeout, metadata=tuple(metadata) or None
+                )
             except grpc.aio.AioRpcError as err:
                 await self._route(err, address, tried)
                 continue

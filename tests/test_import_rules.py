@@ -54,8 +54,16 @@ RULES = {
     "the Kafka edge reads the image, never the server or the controller's write side": Rule(
         ("broker_agent/kafka/",),
         ("quorum.server", "quorum.controller", "grpc"),
-        # the image and the pure ACL decisions over it (both read side)
-        allowed=("quorum.controller.metadata_image", "quorum.controller.authorizer"),
+        # the image and the pure ACL decisions over it (both read side); api_errors: the
+        # one table of Kafka's error names and codes, shared with the gRPC side;
+        # config_schema: the config keys' types and defaults (DescribeConfigs synonyms),
+        # never used to validate on the broker.
+        allowed=(
+            "quorum.controller.metadata_image",
+            "quorum.controller.authorizer",
+            "quorum.controller.api_errors",
+            "quorum.controller.config_schema",
+        ),
     ),
     "replication rules import nothing of the project": Rule(
         ("broker_agent/replication/",),

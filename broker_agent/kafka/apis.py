@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from broker_agent.groups.coordinator import GroupCoordinator
 from broker_agent.kafka import codec
+from broker_agent.kafka.admin_handlers import install_admin_apis
 from broker_agent.kafka.authz import KafkaAuthorizer
+from broker_agent.kafka.auto_create import AutoCreateConfig
 from broker_agent.kafka.group_apis import CLIENT_ID, GroupApis
 from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
 from broker_agent.kafka.metadata_answer import metadata_response
@@ -68,6 +70,14 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
         self._handlers.update(GroupApis(node_id, image, groups, self.authz).handlers())
+        # The admin APIs (admin_handlers.py): REQUEST_TIMED_OUT until server.py
+        # installs them again with a client for the controllers.
+        install_admin_apis(self, None, image, replicas, None, AutoCreateConfig(enabled=False))
+
+    def add_handlers(self, handlers: Mapping[int, Handler]) -> None:
+        """APIs served by other modules (the admin APIs, `admin_handlers.py`);
+        an entry for an API already here replaces it (Metadata's auto-creation)."""
+        self._handlers.update(handlers)
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)

@@ -15,11 +15,14 @@ from broker_agent.agent import BrokerAgent
 from broker_agent.config import BrokerConfig, KafkaTls
 from broker_agent.groups.coordinator import GroupCoordinator, OffsetsTopicConfig
 from broker_agent.groups.group import GroupConfig
+from broker_agent.kafka.admin_handlers import install_admin_apis
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.authz import KafkaAuthorizer
+from broker_agent.kafka.auto_create import AutoCreateConfig
 from broker_agent.kafka.listener import KafkaListener
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.partitions.replica_manager import ReplicaManager
+from quorum.admin_client import AdminClient
 from quorum.common.channels import ListenerError
 from quorum.common.tls import SSL, ClientAuth
 from quorum.gen import admin_pb2 as api
@@ -54,6 +57,26 @@ class KafkaServer:
             KafkaAuthorizer(config.authorizer, lambda: agent.image),
             self.groups,
         )
+        # Its own client: forwarded admin calls never disturb the MetadataFetch stream.
+        self.admin_client = AdminClient(
+            config.bootstrap,
+            agent.cluster_id,
+            addresses={n: e.address() for n, e in config.controllers.items()},
+            tls=config.tls,
+        )
+        self.forwarder = install_admin_apis(
+            self.apis,
+            self.admin_client,
+            lambda: agent.image,
+            replicas,
+            config.log_dirs[0],
+            AutoCreateConfig(
+                config.auto_create_topics_enable,
+                config.num_partitions,
+                config.default_replication_factor,
+            ),
+        )
+        agent.stats.on_apply_lag.append(lambda _lag_ms: self.forwarder.wake())
         self.listeners = [
             KafkaListener(
                 name,
@@ -89,6 +112,7 @@ class KafkaServer:
     async def stop(self) -> None:
         for listener in self.listeners:
             await listener.stop()
+        await self.admin_client.close()
         if self.groups is not None:
             await self.groups.stop()
 

@@ -30,6 +30,11 @@ from typing import Any
 import grpc
 
 ANONYMOUS = "User:ANONYMOUS"
+# gRPC metadata a broker sends when it forwards a Kafka client's admin request
+# (KIP-590): the client's principal (UTF-8) and address. The controllers honour
+# them only from a caller allowed CLUSTER_ACTION (quorum/server/access.py).
+FORWARDED_PRINCIPAL = "kafka-forwarded-principal-bin"
+FORWARDED_HOST = "kafka-forwarded-host"
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
 SECURITY_PROTOCOLS = (PLAINTEXT, SSL)
@@ -251,6 +256,8 @@ def peer_host(context: Any) -> str:
 __all__ = [
     "ANONYMOUS",
     "CLIENT_KEYS",
+    "FORWARDED_HOST",
+    "FORWARDED_PRINCIPAL",
     "SERVER_KEYS",
     "ClientAuth",
     "TlsConfigError",

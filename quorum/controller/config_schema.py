@@ -102,6 +102,33 @@ _BROKER_KEYS = [
     ConfigKey("unclean.leader.election.enable", "false", _bool),
 ]
 
+# What each key does, in our own words (DescribeConfigs' include_documentation).
+DOCS: dict[str, str] = {
+    "cleanup.policy": "delete: drop old segments by retention; compact: keep the last "
+    "record of each key; both together do both.",
+    "compression.type": "The codec batches are stored with; producer keeps what the producer sent.",
+    "delete.retention.ms": "How long delete markers stay in a compacted topic.",
+    "max.message.bytes": "The largest record batch the topic accepts.",
+    "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) "
+    "or the broker's append time (LogAppendTime).",
+    "min.compaction.lag.ms": "The least time a record stays uncompacted.",
+    "min.insync.replicas": "How many replicas must be in sync for an acks=all write to succeed.",
+    "retention.bytes": "The most bytes a partition keeps before old segments go (-1: no limit).",
+    "retention.ms": "How long records are kept before old segments go (-1: forever).",
+    "segment.bytes": "The size at which a partition's log rolls to a new segment.",
+    "segment.ms": "The age at which a partition's log rolls to a new segment.",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become "
+    "leader when no ISR member can, at the price of losing acknowledged records.",
+    "auto.leader.rebalance.enable": "Whether the controller moves leadership back to "
+    "preferred replicas by itself.",
+    "default.replication.factor": "The replication factor of topics created without one.",
+    "leader.imbalance.check.interval.seconds": "How often the controller checks leader balance.",
+    "leader.imbalance.per.broker.percentage": "The share of a broker's partitions led "
+    "elsewhere that triggers a rebalance.",
+    "log.retention.ms": "The default retention.ms of topics.",
+    "num.partitions": "The partition count of topics created without one.",
+}
+
 KEYS: dict[int, dict[str, ConfigKey]] = {
     TOPIC: {k.name: k for k in _TOPIC_KEYS},
     BROKER: {k.name: k for k in _BROKER_KEYS},

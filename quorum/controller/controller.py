@@ -113,8 +113,15 @@ class QuorumController:
 
     async def write(self, build: Callable[[], tuple[list[md.MetadataRecord], T]]) -> T:
         """Validate against the committed image, propose, return once committed."""
+        result, _ = await self.write_at(build)
+        return result
+
+    async def write_at(
+        self, build: Callable[[], tuple[list[md.MetadataRecord], T]]
+    ) -> tuple[T, int]:
+        """`write`, and the metadata offset that shows its outcome (`WriteQueue.submit_at`)."""
         try:
-            return await self.queue.submit(build)
+            return await self.queue.submit_at(build)
         except ControllerError:
             self.errors += 1
             raise

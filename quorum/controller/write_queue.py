@@ -58,18 +58,27 @@ class WriteQueue:
         return self._ready()
 
     async def submit(self, build: Build[T], wait_ready_s: float = 2.0) -> T:
+        result, _ = await self.submit_at(build, wait_ready_s)
+        return result
+
+    async def submit_at(self, build: Build[T], wait_ready_s: float = 2.0) -> tuple[T, int]:
+        """The write's result and the metadata offset that shows it: the offset
+        after its last record, or the applied offset it was validated against when
+        it wrote nothing (a broker that has applied up to there sees the outcome:
+        read-your-writes for the brokers that forward Kafka's admin requests)."""
         enqueued = time.monotonic()
         async with self._lock:
             started = time.monotonic()
             await self.wait_active(wait_ready_s)
+            offset = self.image.applied_offset
             records, result = build()
             if records:
-                await self._propose_and_prepare(records)
+                offset = await self._propose_and_prepare(records)
             for observe in self.on_timing:
                 observe(started - enqueued, time.monotonic() - started)
-            return result
+            return result, offset
 
-    async def _propose_and_prepare(self, records: list[md.MetadataRecord]) -> None:
+    async def _propose_and_prepare(self, records: list[md.MetadataRecord]) -> int:
         """Propose, then prepare the image for applying these records while they
         replicate (`MetadataImage.prepare`), in chunks so the loop keeps serving;
         the apply at commit then takes the prepared entries."""
@@ -83,11 +92,13 @@ class WriteQueue:
                 end = start + PREPARE_CHUNK
                 self.image.prepare(records[start:end], data[start:end])
                 await asyncio.sleep(0)
-            await proposal
+            committed = await proposal
         finally:
             if not proposal.done():
                 proposal.cancel()
             self.image.forget_prepared()
+        last = getattr(committed, "last_offset", None)
+        return self.image.applied_offset if last is None else int(last) + 1
 
     async def wait_active(self, wait_s: float = 2.0) -> None:
         """A leader that has just won needs a moment to commit its own epoch."""

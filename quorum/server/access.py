@@ -10,6 +10,16 @@ CLUSTER_AUTHORIZATION_FAILED), counted in
 the principal (at most `LOG_LINES_PER_S` lines a second, the rest counted, so a
 hostile client cannot fill the log).
 
+A broker that forwards a Kafka client's admin request (KIP-590) names the
+client in the call's metadata: `kafka-forwarded-principal-bin` (UTF-8) and
+`kafka-forwarded-host`. Those are honoured only from a caller that is itself
+allowed CLUSTER_ACTION on the cluster (a super user, or a broker's certificate
+with that ACL), exactly as Kafka honours an EnvelopeRequest only from a broker;
+anyone else asserting a principal is refused with CLUSTER_AUTHORIZATION_FAILED
+before the request is looked at. The forwarded principal and host then stand in
+for the caller's in every decision, so the controller decides as if the client
+had come itself. Without an authorizer nothing is decided and the keys are moot.
+
 Admin calls (the Admin service, but for the brokers' CLUSTER_ACTION calls
 AlterPartition and AllocateProducerIds) are also rate limited per client when
 `admin.request.rate.per.client` is set: over it, RESOURCE_EXHAUSTED with
@@ -29,9 +39,21 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from quorum.common.rate_limited_log import RateLimitedLog
-from quorum.common.tls import ANONYMOUS, peer_host, principal_of
+from quorum.common.tls import (
+    ANONYMOUS,
+    FORWARDED_HOST,
+    FORWARDED_PRINCIPAL,
+    peer_host,
+    principal_of,
+)
 from quorum.common.wire_errors import rich_status
-from quorum.controller.acl_actions import Requirement, filters_topics, requirements, topic
+from quorum.controller.acl_actions import (
+    Requirement,
+    cluster,
+    filters_topics,
+    requirements,
+    topic,
+)
 from quorum.controller.api_errors import ApiError
 from quorum.controller.authorizer import AuthorizerConfig, Operation, authorize
 from quorum.controller.metadata_image import AclEntry
@@ -42,6 +64,23 @@ log = logging.getLogger(__name__)
 LOG_LINES_PER_S = 5
 ADMIN_PACKAGE = "quorum.admin.v1"
 _UNTHROTTLED = frozenset({"AlterPartitionRequest", "AllocateProducerIdsRequest"})
+
+
+def forwarded(context: Any) -> tuple[str, str] | None:
+    """The client a forwarding broker names in the call's metadata, if any."""
+    principal: str | None = None
+    host = ""
+    try:
+        pairs = context.invocation_metadata() or ()
+    except Exception:  # a context without a transport (never on a real call)
+        return None
+    for key, value in pairs:
+        if key == FORWARDED_PRINCIPAL:
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            principal = raw.decode("utf-8", "replace")
+        elif key == FORWARDED_HOST:
+            host = str(value)
+    return None if principal is None else (principal, host)
 
 
 class AccessControl(Collector):
@@ -69,23 +108,54 @@ class AccessControl(Collector):
         return self.config.enabled
 
     async def check(self, context: Any, request: Any) -> None:
-        """Abort the call (PERMISSION_DENIED) unless the caller may make it."""
+        """Abort the call (PERMISSION_DENIED) unless the caller (or the client a
+        broker forwards for) may make it."""
         if not self.config.enabled:
             return
-        principal = principal_of(context)
+        kind = type(request).__name__.removesuffix("Request")
+        principal, host = await self._caller(context, kind)
         if principal in self.config.super_users:
             return
         needs = requirements(request, self._topic_name_of)
-        await self._require(context, type(request).__name__.removesuffix("Request"), needs)
+        await self._require(context, kind, needs, principal, host)
 
     async def check_call(self, context: Any, kind: str, needs: list[Requirement]) -> None:
         """Abort the call `kind` (PERMISSION_DENIED) unless every one of `needs` is
         met: for calls whose requests are not ours (server reflection)."""
         if self.config.enabled and principal_of(context) not in self.config.super_users:
-            await self._require(context, kind, needs)
+            await self._require(context, kind, needs, principal_of(context), peer_host(context))
 
-    async def _require(self, context: Any, kind: str, needs: list[Requirement]) -> None:
-        principal, host = principal_of(context), peer_host(context)
+    async def _caller(self, context: Any, kind: str) -> tuple[str, str]:
+        """The principal and host to decide for: the forwarded client's when a
+        broker (CLUSTER_ACTION on the cluster) forwards, else the caller's own."""
+        direct, direct_host = principal_of(context), peer_host(context)
+        claimed = forwarded(context)
+        if claimed is None:
+            return direct, direct_host
+        if not self._may_forward(direct, direct_host):
+            await self._deny(
+                context,
+                kind,
+                Requirement((cluster(Operation.CLUSTER_ACTION),)),
+                direct,
+                direct_host,
+                f"only a broker (CLUSTER_ACTION on the cluster) may forward a request "
+                f"for another principal ({claimed[0]})",
+            )
+        return claimed[0], claimed[1] or direct_host
+
+    def _may_forward(self, principal: str, host: str) -> bool:
+        """Whether this caller may speak for another principal (a broker, KIP-590)."""
+        if not self.config.enabled:
+            return False  # nothing is authenticated to decide by: never trusted
+        if principal in self.config.super_users:
+            return True
+        action = cluster(Operation.CLUSTER_ACTION)
+        return authorize(self.config, list(self._acls()), principal, host, action).allowed
+
+    async def _require(
+        self, context: Any, kind: str, needs: list[Requirement], principal: str, host: str
+    ) -> None:
         acls = list(self._acls())
         for need in needs:
             decision = None
@@ -107,8 +177,13 @@ class AccessControl(Collector):
             return
         if kind in _UNTHROTTLED:
             return
-        principal = principal_of(context)
-        client = principal if principal != ANONYMOUS else f"host:{peer_host(context)}"
+        # A forwarded client counts as itself only when its broker may forward
+        # (else a caller could dodge its limit by naming a new principal each time).
+        principal, host = principal_of(context), peer_host(context)
+        claimed = forwarded(context)
+        if claimed is not None and self._may_forward(principal, host):
+            principal, host = claimed[0], claimed[1] or host
+        client = principal if principal != ANONYMOUS else f"host:{host}"
         wait_s = self.limiter.admit(client, self._clock())
         if wait_s <= 0:
             return
@@ -129,10 +204,11 @@ class AccessControl(Collector):
         names = set(topic_names)
         if not self.config.enabled or not filters_topics(request):
             return names
-        principal = principal_of(context)
+        claimed = forwarded(context)  # verified by `check` before any listing is made
+        principal, host = claimed or (principal_of(context), peer_host(context))
         if principal in self.config.super_users:
             return names
-        host, acls = peer_host(context), list(self._acls())
+        host, acls = host or peer_host(context), list(self._acls())
         return {
             n
             for n in names
@@ -174,4 +250,4 @@ def open_access() -> AccessControl:
     return AccessControl(AuthorizerConfig(), list, lambda _: None)
 
 
-__all__ = ["AccessControl", "open_access"]
+__all__ = ["AccessControl", "forwarded", "open_access"]

@@ -125,7 +125,14 @@ class AdminServicer(api_grpc.AdminServicer):
         self._describe_quorum = describe_quorum
 
     async def _write(self, context: Any, request: Any, build: Callable[[], Any]) -> Any:
-        return await self._calls.serve(context, request, lambda: self._c.write(build))
+        async def write() -> Any:
+            result, offset = await self._c.write_at(build)
+            descriptor = getattr(result, "DESCRIPTOR", None)  # some writes answer None
+            if descriptor is not None and "metadata_offset" in descriptor.fields_by_name:
+                result.metadata_offset = offset
+            return result
+
+        return await self._calls.serve(context, request, write)
 
     # ------------------------------------------------------------------ writes
 

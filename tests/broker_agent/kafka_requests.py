@@ -81,6 +81,62 @@ REQUESTS: dict[ApiKey, dict[str, Any]] = {
     ApiKey.DELETE_GROUPS: {"groups_names": ["g"]},
     ApiKey.OFFSET_DELETE: {"group_id": "g", "topics": [{"name": "orders",
                                                         "partitions": [{"partition_index": 0}]}]},
+    # the admin APIs (broker_agent/kafka/admin_handlers.py)
+    ApiKey.CREATE_TOPICS: {
+        "topics": [{"name": "new", "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": [{"name": "retention.ms", "value": "1"}]}],
+        "timeout": 1000, "validate_only": False,
+    },
+    ApiKey.DELETE_TOPICS: {
+        "topic_names": ["orders"], "topics": [{"name": "orders", "topic_id": None}],
+        "timeout": 1000,
+    },
+    ApiKey.CREATE_PARTITIONS: {
+        "topics": [{"name": "orders", "count": 2, "assignments": None}], "timeout": 1000,
+        "validate_only": False,
+    },
+    ApiKey.DESCRIBE_CONFIGS: {
+        "resources": [{"resource_type": 2, "resource_name": "orders",
+                       "configuration_keys": None}],
+        "include_synonyms": True, "include_documentation": True,
+    },
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: {
+        "resources": [{"resource_type": 2, "resource_name": "orders", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1"}]}],
+        "validate_only": False,
+    },
+    ApiKey.ALTER_CONFIGS: {
+        "resources": [{"resource_type": 2, "resource_name": "orders",
+                       "configs": [{"name": "retention.ms", "value": "1"}]}],
+        "validate_only": False,
+    },
+    ApiKey.DESCRIBE_CLUSTER: {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1,
+        "include_fenced_brokers": False,
+    },
+    ApiKey.CREATE_ACLS: {
+        "creations": [{"resource_type": 2, "resource_name": "orders",
+                       "resource_pattern_type": 3, "principal": "User:a", "host": "*",
+                       "operation": 3, "permission_type": 3}],
+    },
+    ApiKey.DESCRIBE_ACLS: {
+        "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+        "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1,
+    },
+    ApiKey.DELETE_ACLS: {
+        "filters": [{"resource_type_filter": 2, "resource_name_filter": "orders",
+                     "pattern_type_filter": 3, "principal_filter": None, "host_filter": None,
+                     "operation": 1, "permission_type": 1}],
+    },
+    ApiKey.ELECT_LEADERS: {
+        "election_type": 0, "topic_partitions": [{"topic": "orders", "partitions": [0]}],
+        "timeout": 1000,
+    },
+    ApiKey.DELETE_RECORDS: {
+        "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "offset": -1}]}],
+        "timeout": 1000,
+    },
+    ApiKey.DESCRIBE_LOG_DIRS: {"topics": None},
 }  # fmt: skip
 
 

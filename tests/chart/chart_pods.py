@@ -62,6 +62,8 @@ class Rewrite:
     """Pod-world strings to loopback ones, for one pod."""
 
     def __init__(self, pod: Pod, controllers: list[Pod], domain: str, role_port: int) -> None:
+        self.pod = pod
+        self.broker_domain = domain.replace(name("controller"), name("broker"), 1)
         self.pairs: list[tuple[str, str]] = [
             (m, str(pod.path(m))) for m in (*MOUNTS[:3], TLS_MOUNT)
         ]
@@ -76,6 +78,16 @@ class Rewrite:
                 (f"{scheme}://:9090", f"{scheme}://127.0.0.1:{pod.metrics_port}"),
                 (f"{scheme}://127.0.0.1:9090", f"{scheme}://127.0.0.1:{pod.metrics_port}"),
             ]
+
+    def serve_kafka(self, port: int) -> None:
+        """A broker pod's Kafka listener: bound on this pod's loopback port and
+        advertised there (the init script writes the pod's DNS name after
+        `${POD_NAME}`, which this pod's rewrite turns into loopback)."""
+        for scheme in ("PLAINTEXT", "SSL"):
+            self.pairs.append((f"{scheme}://:{port}", f"{scheme}://127.0.0.1:{self.pod.port}"))
+        self.pairs.append(
+            (f"${{POD_NAME}}.{self.broker_domain}:{port}", f"127.0.0.1:{self.pod.port}")
+        )
 
     def __call__(self, text: str) -> str:
         """One pass, longest match first, so a replacement is never rewritten again."""
@@ -198,6 +210,8 @@ def deploy(
     )
     domain = f"{rendered.controllers['spec']['serviceName']}.{NAMESPACE}.svc.cluster.local"
     port = container(rendered.controllers, "controller")["ports"][0]["containerPort"]
+    broker_ports = container(rendered.brokers, "broker")["ports"]
+    broker_port = next(p["containerPort"] for p in broker_ports if p["name"] == "kafka")
     controllers = [
         Pod(name("controller"), i, root) for i in range(rendered.controllers["spec"]["replicas"])
     ]
@@ -224,6 +238,8 @@ def deploy(
             ):
                 for pod in pods:
                     rewrite = Rewrite(pod, controllers, domain, port)
+                    if role == "broker":
+                        rewrite.serve_kafka(broker_port)
                     rewrites[pod.name] = rewrite
                     materialise(pod, rewrite, rendered)
                     init = container(statefulset, "format", init=True)

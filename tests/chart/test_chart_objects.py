@@ -328,3 +328,16 @@ def test_notes_tell_how_to_read_the_quorum_status(tmp_path: Path) -> None:
         "quorumctl quorum describe --status" in notes
     )
     assert f"Cluster id: {cluster_id(render())}" in notes
+
+
+def test_brokers_do_not_auto_create_topics_in_production(default_docs: list[Doc]) -> None:
+    """The chart's values are production's: topics are created on purpose, so a
+    producer's typo cannot make one; Kafka's default (true) is one value away."""
+    broker = properties(config_map(default_docs)["broker.properties"])
+    assert broker["auto.create.topics.enable"] == "false"
+    turned_on = render({"brokers": {"autoCreateTopicsEnable": True}})
+    assert properties(config_map(turned_on)["broker.properties"])[
+        "auto.create.topics.enable"
+    ] == "true"  # fmt: skip
+    with pytest.raises(AssertionError, match="set by the chart itself"):
+        render({"brokers": {"config": {"auto.create.topics.enable": "true"}}})

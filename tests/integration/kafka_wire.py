@@ -82,7 +82,7 @@ class KafkaSocket:
 def metadata_v12(topics: list[str] | None) -> dict[str, object]:
     return {
         "topics": None if topics is None else [{"name": t, "topic_id": None} for t in topics],
-        "allow_auto_topic_creation": True,
+        "allow_auto_topic_creation": False,  # reads only: no topic is created by asking
         "include_topic_authorized_operations": False,
     }
 
