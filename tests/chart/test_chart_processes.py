@@ -95,10 +95,15 @@ def test_brokers_reach_online_with_racks_and_pod_names(deployment: Deployment) -
     cluster.wait_until(all_online, timeout_s=45, what="brokers ONLINE")
     brokers = describe_brokers(cluster)
     headless = deployment.rendered.brokers["spec"]["serviceName"]
+    # Each pod binds every interface and advertises its DNS name (which this
+    # loopback stand-in for the pod network rewrites to the pod's own port).
+    script = "\n".join(container(deployment.rendered.brokers, "format", init=True)["args"])
+    assert 'echo "listeners=PLAINTEXT://:9092"' in script
+    advertised = f"PLAINTEXT://${{POD_NAME}}.{headless}.{NAMESPACE}.svc.cluster.local:9092"
+    assert f'echo "advertised.listeners={advertised}"' in script
     for pod, zone, broker_id in zip(deployment.brokers, ZONES, (101, 102, 103), strict=True):
         assert brokers[broker_id].rack == zone
-        assert brokers[broker_id].host == f"{pod.name}.{headless}.{NAMESPACE}.svc.cluster.local"
-        assert brokers[broker_id].port == 9092
+        assert (brokers[broker_id].host, brokers[broker_id].port) == ("127.0.0.1", pod.port)
     assert {f"/api/v1/nodes/{p.node_name}" for p in deployment.brokers} <= set(
         deployment.kube.requests
     )
