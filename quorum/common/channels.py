@@ -18,6 +18,7 @@ import grpc
 
 from quorum.common.malformed import RejectMalformedRequests
 from quorum.common.tls import TlsSettings
+from quorum.common.unexpected import AnswerEveryCall
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -176,7 +177,8 @@ def new_server(
     a larger request (RESOURCE_EXHAUSTED) before decoding it. SO_REUSEPORT is off
     (gRPC turns it on by default), so a second process given a busy port fails at
     start-up instead of sharing the port and taking half of the calls.
-    `interceptors` run after the malformed-request guard (the server's own
+    `interceptors` run after the guard that turns any exception into a status
+    (`unexpected.py`) and the malformed-request guard (the server's own
     authorization of grpcio's servicers)."""
     options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
     return grpc.aio.server(
@@ -186,5 +188,5 @@ def new_server(
             ("grpc.so_reuseport", 0),
             *_SERVER_KEEPALIVE_OPTIONS,
         ],
-        interceptors=[RejectMalformedRequests(), *interceptors],
+        interceptors=[AnswerEveryCall(), RejectMalformedRequests(), *interceptors],
     )

@@ -206,6 +206,8 @@ class GrpcTransport:
         answer = _REPLY_TYPE[type(message)]()
         if error.unpack(answer):
             self._note_reachable(destination)
+            if isinstance(message, FetchRequest):
+                self._note_leader_moved(destination, error.error, answer)
             return answer
         if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             self._note_unreachable(destination, call_failure(err))
@@ -214,6 +216,22 @@ class GrpcTransport:
         elif err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
             log.warning("node %d rejected %s: %s", destination, type(message).__name__, err)
         return None
+
+    def _note_leader_moved(self, peer: int, error: Any, answer: pb.FetchResponse) -> None:
+        """One INFO line when the leader we fetch from answers that it leads no
+        more (at once, when it stopped leading with our fetch held: see
+        `held_fetches`): the operator sees why this node moves on."""
+        if self.driver is None or self.driver.leader_id != peer:
+            return
+        if error not in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+            return
+        log.info(
+            "leader %d answered our fetch with %s (epoch %d, leader %s)",
+            peer,
+            error.name,
+            answer.epoch,
+            answer.leader_id if answer.leader_id >= 0 else "unknown",
+        )
 
     # ----------------------------------------------------- peer reachability
 
