@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
+from quorum.common.meta_properties import random_uuid
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
@@ -105,7 +105,7 @@ class BrokerAgent:
             addresses={n: e.address() for n, e in config.controllers.items()},
             tls=config.tls,
         )
-        self.incarnation_id = uuid.uuid4().hex
+        self.incarnation_id = random_uuid()
         self.state: State = OFFLINE
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from quorum.common.meta_properties import random_uuid
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
@@ -82,8 +83,10 @@ def controller(raft: FakeRaft) -> QuorumController:
 def register(c: QuorumController, broker_id: int) -> int:
     request = bpb.RegisterBrokerRequest(
         broker_id=broker_id,
-        incarnation_id=f"inc-{broker_id}",
-        listeners=[bpb.Listener(name="PLAINTEXT", host="h", port=9092)],
+        incarnation_id=random_uuid(),
+        listeners=[
+            bpb.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol="PLAINTEXT")
+        ],
     )
     return asyncio.run(c.register_broker(request)).broker_epoch
 
