@@ -214,7 +214,8 @@ class RaftDriver:
                     ProposalOutcomeUnknown("the controller stopped; the write may still commit")
                 )
         for future in self._replies.values():
-            future.cancel()
+            if not future.done():  # the caller is told UNAVAILABLE, not cancelled
+                future.set_exception(ConnectionAbortedError("the node is shutting down"))
         for task in list(self._background):
             task.cancel()
         # Let a flush or snapshot write in a worker thread finish before the caller
@@ -501,7 +502,7 @@ class RaftDriver:
         for source in held:
             self._send(source, answer)
         if held:
-            log.debug(
+            log.info(
                 "answered %d held fetches (from %s) with %s: no longer leading epoch %d",
                 len(held),
                 ", ".join(map(str, sorted(held))),

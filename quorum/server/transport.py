@@ -218,15 +218,16 @@ class GrpcTransport:
         return None
 
     def _note_leader_moved(self, peer: int, error: Any, answer: pb.FetchResponse) -> None:
-        """One INFO line when the leader we fetch from answers that it leads no
-        more (at once, when it stopped leading with our fetch held: see
-        `held_fetches`): the operator sees why this node moves on."""
-        if self.driver is None or self.driver.leader_id != peer:
+        """One INFO line when a node we fetched from answers that it does not lead
+        (at once when it stopped leading while holding our fetch: `held_fetches`),
+        so the operator sees why this node moves on. An observer still asking
+        around for a leader says nothing: it hears this every election timeout."""
+        if self.driver is None or self.driver.leader_id is None:
             return
         if error not in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             return
         log.info(
-            "leader %d answered our fetch with %s (epoch %d, leader %s)",
+            "node %d answered our fetch with %s (epoch %d, leader %s)",
             peer,
             error.name,
             answer.epoch,
