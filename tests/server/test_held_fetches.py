@@ -11,7 +11,7 @@ import grpc
 import pytest
 from test_grpc_quorum import make_nodes, running, wait_for_leader
 
-from quorum.common.channels import new_server
+from quorum.common.channels import new_server, stop_server
 from quorum.common.wire_errors import wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
@@ -181,3 +181,47 @@ def test_an_exception_in_a_servicer_becomes_a_proper_status(
 
     asyncio.run(scenario())
     assert "Unexpected" not in caplog.text
+
+
+async def _idle_stream(requests: Any, context: Any) -> Any:
+    async for request in requests:  # waits for a next request that never comes
+        yield request
+
+
+def test_a_stopping_server_answers_its_open_streams_unavailable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A long-lived stream still open when the node stops is answered
+    UNAVAILABLE (BROKER_NOT_AVAILABLE), not force-cancelled by gRPC, which would
+    log a CancelledError traceback per stream."""
+
+    async def scenario() -> None:
+        server = new_server()
+        server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    "test.Idle", {"Stream": grpc.stream_stream_rpc_method_handler(_idle_stream)}
+                )
+            ]
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        try:
+            call = channel.stream_stream("/test.Idle/Stream")()
+            await call.write(b"one")
+            assert await call.read() == b"one"
+            await stop_server(server, 0.1)
+            with pytest.raises(grpc.aio.AioRpcError) as stopped:
+                await call.read()
+            error = wire_error(stopped.value)
+            assert (error.status, error.error) == (
+                grpc.StatusCode.UNAVAILABLE,
+                ErrorCode.BROKER_NOT_AVAILABLE,
+            )
+        finally:
+            await channel.close()
+
+    asyncio.run(scenario())
+    assert "Exception not handled" not in caplog.text
+    assert "CancelledError" not in caplog.text
