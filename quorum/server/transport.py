@@ -222,7 +222,8 @@ class GrpcTransport:
         (at once when it stopped leading while holding our fetch: `held_fetches`),
         so the operator sees why this node moves on. An observer still asking
         around for a leader says nothing: it hears this every election timeout."""
-        if self.driver is None or self.driver.leader_id is None:
+        driver = self.driver
+        if driver is None or (driver.leader_id is None and not driver.config.is_voter):
             return
         if error not in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             return
