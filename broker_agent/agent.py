@@ -374,8 +374,24 @@ class BrokerAgent:
         def write() -> None:
             self.cache.write_snapshot(snapshot_id, records)
 
+        def written(done: asyncio.Future[None]) -> None:
+            failure = None if done.cancelled() else done.exception()
+            if failure is not None:  # it costs nothing but cache length: say so, go on
+                log.warning("broker %d: metadata snapshot %s failed: %s",
+                            self.config.node_id, snapshot_id, failure)  # fmt: skip
+            self.cache.snapshot_written(now)
+
         self._pending_snapshot = loop.run_in_executor(None, write)
-        self._pending_snapshot.add_done_callback(lambda _: self.cache.snapshot_written(now))
+        self._pending_snapshot.add_done_callback(written)
+
+    async def finish_snapshot(self) -> None:
+        """Wait for a snapshot still being written in a worker thread: the cache
+        must not be closed under it (the write then failed on a closed file and
+        asyncio logged its traceback)."""
+        pending = self._pending_snapshot
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await pending
 
     async def _load_snapshot(self, ref: bpb.SnapshotRef) -> None:
         """Pull the named snapshot in chunks; install it only if it validates."""
