@@ -73,13 +73,12 @@ class AnswerEveryCall(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if left:
             await asyncio.wait(left, timeout=grace_s)
 
-    async def _cancelled(self, method: str, context: Any) -> None:
-        """A call cancelled by `end_calls` is answered; any other cancellation
-        (the caller went away, gRPC's own stop) goes on."""
+    async def _stopped(self, method: str, context: Any) -> None:
+        """Answer a call that `end_calls` cancelled (its cancellation is ours,
+        not the caller's: the task goes on to send the answer)."""
         task = asyncio.current_task()
-        if not self._stopping or task is None:
-            raise asyncio.CancelledError
-        task.uncancel()
+        if task is not None:
+            task.uncancel()
         await context.abort_with_status(
             rich_status(ErrorCode.BROKER_NOT_AVAILABLE, f"{method}: the node is shutting down")
         )
@@ -100,7 +99,9 @@ class AnswerEveryCall(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 try:
                     return await inner(request, context)
                 except asyncio.CancelledError:
-                    await self._cancelled(method, context)
+                    if not self._stopping:  # the caller went away, or gRPC stopped
+                        raise
+                    await self._stopped(method, context)
                 except Exception as err:
                     await _answer(err, method, context)
                 finally:
@@ -119,7 +120,9 @@ class AnswerEveryCall(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                     async for answer in inner(request, context):
                         yield answer
                 except asyncio.CancelledError:
-                    await self._cancelled(method, context)
+                    if not self._stopping:  # the caller went away, or gRPC stopped
+                        raise
+                    await self._stopped(method, context)
                 except Exception as err:
                     await _answer(err, method, context)
                 finally:
