@@ -79,9 +79,14 @@ class AnswerEveryCall(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()
-        await context.abort_with_status(
-            rich_status(ErrorCode.BROKER_NOT_AVAILABLE, f"{method}: the node is shutting down")
-        )
+        try:
+            await context.abort_with_status(
+                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, f"{method}: the node is shutting down")
+            )
+        except grpc.aio.UsageError:
+            # Cancelled while its own abort was under way ("Abort was already
+            # called"): returning lets gRPC send that answer.
+            return
 
     def answered_handler(
         self, handler: grpc.RpcMethodHandler, method: str
