@@ -42,6 +42,7 @@ from write_systems import QuorumSystem, wait_for
 
 from quorum.client import QuorumClient
 from quorum.common.channels import open_channel
+from quorum.common.meta_properties import random_uuid
 from quorum.gen import admin_pb2, admin_pb2_grpc, broker_pb2, broker_pb2_grpc
 
 BROKERS = 3
@@ -86,7 +87,7 @@ async def register_brokers(system: QuorumSystem, leader_address: str) -> dict[in
             broker_pb2.RegisterBrokerRequest(
                 cluster_id=system.cluster_id,
                 broker_id=broker,
-                incarnation_id=f"bench-incarnation-{broker}",
+                incarnation_id=random_uuid(),
                 listeners=[
                     broker_pb2.Listener(
                         name="PLAINTEXT",

@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
+from quorum.common.meta_properties import random_uuid
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
@@ -110,7 +110,7 @@ class BrokerAgent:
             addresses={n: e.address() for n, e in config.controllers.items()},
             tls=config.tls,
         )
-        self.incarnation_id = uuid.uuid4().hex
+        self.incarnation_id = random_uuid()
         self.state: State = OFFLINE
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
@@ -397,8 +397,24 @@ class BrokerAgent:
         def write() -> None:
             self.cache.write_snapshot(snapshot_id, records)
 
+        def written(done: asyncio.Future[None]) -> None:
+            failure = None if done.cancelled() else done.exception()
+            if failure is not None:  # it costs nothing but cache length: say so, go on
+                log.warning("broker %d: metadata snapshot %s failed: %s",
+                            self.config.node_id, snapshot_id, failure)  # fmt: skip
+            self.cache.snapshot_written(now)
+
         self._pending_snapshot = loop.run_in_executor(None, write)
-        self._pending_snapshot.add_done_callback(lambda _: self.cache.snapshot_written(now))
+        self._pending_snapshot.add_done_callback(written)
+
+    async def finish_snapshot(self) -> None:
+        """Wait for a snapshot still being written in a worker thread: the cache
+        must not be closed under it (the write then failed on a closed file and
+        asyncio logged its traceback)."""
+        pending = self._pending_snapshot
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await pending
 
     async def _load_snapshot(self, ref: bpb.SnapshotRef) -> None:
         """Pull the named snapshot in chunks; install it only if it validates."""

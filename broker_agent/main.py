@@ -240,6 +240,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         await agent.client.close()
         metrics.stop()
         trace.close()
+        await agent.finish_snapshot()
         cache.close()
 
 

@@ -11,6 +11,7 @@ thousands of partition records is larger than gRPC's 4 MiB default.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,8 +19,14 @@ import grpc
 
 from quorum.common.malformed import RejectMalformedRequests
 from quorum.common.tls import TlsSettings
+from quorum.common.unexpected import AnswerEveryCall
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+# Each server's interceptor that answers for it (see `stop_server`).
+_ANSWERING: weakref.WeakKeyDictionary[grpc.aio.Server, AnswerEveryCall] = (
+    weakref.WeakKeyDictionary()
+)
 
 _OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -176,15 +183,28 @@ def new_server(
     a larger request (RESOURCE_EXHAUSTED) before decoding it. SO_REUSEPORT is off
     (gRPC turns it on by default), so a second process given a busy port fails at
     start-up instead of sharing the port and taking half of the calls.
-    `interceptors` run after the malformed-request guard (the server's own
+    `interceptors` run after the guard that turns any exception into a status
+    (`unexpected.py`) and the malformed-request guard (the server's own
     authorization of grpcio's servicers)."""
     options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
-    return grpc.aio.server(
+    answering = AnswerEveryCall()
+    server = grpc.aio.server(
         options=[
             *options,
             ("grpc.max_receive_message_length", max_receive_bytes),
             ("grpc.so_reuseport", 0),
             *_SERVER_KEEPALIVE_OPTIONS,
         ],
-        interceptors=[RejectMalformedRequests(), *interceptors],
+        interceptors=[answering, RejectMalformedRequests(), *interceptors],
     )
+    _ANSWERING[server] = answering
+    return server
+
+
+async def stop_server(server: grpc.aio.Server, grace_s: float) -> None:
+    """Stop `server`, first answering the calls still open after `grace_s`
+    (UNAVAILABLE: the node is shutting down) so gRPC need not cancel them."""
+    answering = _ANSWERING.pop(server, None)
+    if answering is not None:
+        await answering.end_calls(grace_s)
+    await server.stop(grace=grace_s)

@@ -228,7 +228,14 @@ def directory_id_problem(directory_id: str) -> str | None:
     "lost" and "migrating", so a directory claiming one would be mistaken for
     such a state.
     """
-    raw = _decode(directory_id)
+    return kafka_uuid_problem(directory_id)
+
+
+def kafka_uuid_problem(value: str) -> str | None:
+    """Why `value` is not a canonical Kafka Uuid that may name something (a
+    directory, a broker incarnation), or None. The reserved ids (all-zero and
+    those just above it) are sentinels, never names."""
+    raw = _decode(value)
     if raw is None:
         return "expected 22 characters of URL-safe base64 encoding 16 bytes"
     if _is_reserved(raw):

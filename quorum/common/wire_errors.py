@@ -68,6 +68,7 @@ _API_STATUS: dict[grpc.StatusCode, tuple[ApiError, ...]] = {
         ApiError.CLUSTER_AUTHORIZATION_FAILED,
     ),
     grpc.StatusCode.RESOURCE_EXHAUSTED: (ApiError.THROTTLING_QUOTA_EXCEEDED,),
+    grpc.StatusCode.INTERNAL: (ApiError.UNKNOWN_SERVER_ERROR,),
 }
 API_STATUS_FOR: dict[ApiError, grpc.StatusCode] = {
     error: status for status, errors in _API_STATUS.items() for error in errors
@@ -132,6 +133,27 @@ def rich_status(
         details.append(packed)
     status = status_pb2.Status(code=code.value[0], message=message, details=details)
     return rpc_status.to_status(status)
+
+
+def exception_status(err: Exception) -> grpc.Status:
+    """The status of a call whose servicer ended in an exception instead of an
+    answer (see `unexpected.py`): gRPC's own mapping would send UNKNOWN
+    ("Unexpected <class ...>"), which this project never answers.
+
+    A wait that ran out (TimeoutError: the answer the call waited for did not
+    come in time) is DEADLINE_EXCEEDED with REQUEST_TIMED_OUT; a connection or
+    OS failure under the call is UNAVAILABLE with BROKER_NOT_AVAILABLE (ask
+    again, here or elsewhere); anything else is a defect of this node, INTERNAL
+    with UNKNOWN_SERVER_ERROR, each with the reason in the message."""
+    reason = str(err) or type(err).__name__
+    if isinstance(err, TimeoutError):
+        return rich_status(ErrorCode.REQUEST_TIMED_OUT, f"no answer in time: {reason}")
+    if isinstance(err, OSError):
+        return rich_status(ErrorCode.BROKER_NOT_AVAILABLE, f"unavailable: {reason}")
+    return rich_status(
+        ApiError.UNKNOWN_SERVER_ERROR,
+        f"the server failed to answer: {type(err).__name__}: {reason}",
+    )
 
 
 SHOWN_CHARS = 40

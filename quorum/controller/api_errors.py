@@ -45,6 +45,7 @@ class ApiError(Enum):
     BROKER_ID_NOT_REGISTERED = 102
     INCONSISTENT_CLUSTER_ID = 104
     INELIGIBLE_REPLICA = 107
+    INVALID_REGISTRATION = 119
 
 
 class ControllerError(Exception):

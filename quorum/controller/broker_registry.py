@@ -158,7 +158,7 @@ class BrokerRegistry:
             for directory_id in broker.log_dirs:
                 if directory_id in wanted:
                     raise ControllerError(
-                        ApiError.INVALID_REQUEST,
+                        ApiError.INVALID_REGISTRATION,
                         f"broker {broker.broker_id} is already registered with directory "
                         f"{directory_id}",
                     )

@@ -7,6 +7,7 @@ import random
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import new_uuid, wrap
+from quorum.controller.features import SUPPORTED_FEATURES
 from quorum.controller.metadata_image import AclEntry, MetadataImage
 from quorum.controller.topic_ops import OK, Records, api_error
 from quorum.controller.validation import (
@@ -21,9 +22,6 @@ PRODUCER_ID_BLOCK = 1000
 
 ANY = 1  # Kafka's wildcard id in ACL filters
 MATCH, PREFIXED = 2, 4  # pattern types: a MATCH filter finds every ACL that applies to a name
-
-# Features this controller can run at: name -> (min, max) level.
-SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 0)}
 
 
 # ------------------------------------------------------------------- configs

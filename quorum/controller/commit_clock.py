@@ -52,6 +52,14 @@ class CommitClock:
             return 0
         return self._times[i]
 
+    def wake(self) -> None:
+        """End every wait now (this node stopped being the active controller: a
+        broker's parked fetch must learn that at once, not when its wait ends)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(False)
+
     async def wait(self, timeout_s: float) -> bool:
         """Until the high watermark moves or `timeout_s` passes; True if it moved."""
         if timeout_s <= 0:

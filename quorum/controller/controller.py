@@ -86,8 +86,12 @@ class QuorumController:
         self.commits.on_commit(high_watermark)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
-        """Nothing to do at once: the write queue asks `_ready` per write, and the
-        fencing loop refreshes every session when this node becomes active."""
+        """Brokers' parked fetches are woken, so that a controller that stopped
+        being active tells them at once (NOT_CONTROLLER with the new leader). The
+        write queue asks `_ready` per write, and the fencing loop refreshes every
+        session when this node becomes active."""
+        if leader.leader_id != self.raft.node_id:
+            self.commits.wake()
 
     # ------------------------------------------------------------ writes
 
@@ -210,6 +214,8 @@ class QuorumController:
         else:
             if request.fetch_offset >= raft.high_watermark and not beat.should_shut_down:
                 await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
+                if self.leader.leader_id != raft.node_id:  # woken: no longer active
+                    raise NotController(self.leader.leader_id)
             self._fill_batches(response, request.fetch_offset, request.max_records)
         response.high_watermark = raft.high_watermark
         return response

@@ -26,8 +26,9 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from quorum.common.meta_properties import directory_id_problem
 from quorum.controller.api_errors import ApiError, ControllerError
+from quorum.controller.features import SUPPORTED_FEATURES
+from quorum.controller.registration_rules import check_registration
 from quorum.controller.request_limits import INT32_MAX, RequestLimits, property_of
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
@@ -217,36 +218,13 @@ def _register_broker(r: bpb.RegisterBrokerRequest, limits: RequestLimits) -> Non
     _name("rack", r.rack, limits)
     _count("listeners", len(r.listeners), limits)
     _count("features", len(r.features), limits)
+    _count("log directories", len(r.log_dirs), limits)
     for listener in r.listeners:
         _name("listener name", listener.name, limits)
         _name("listener host", listener.host, limits)
         _name("security protocol", listener.security_protocol, limits)
-        if not 0 <= listener.port <= 65535:
-            raise ControllerError(
-                ApiError.INVALID_REQUEST,
-                f"listener {shown(listener.name)} port {listener.port} is not in 0..65535",
-            )
     _names("feature name", (f.name for f in r.features), limits)
-    _log_dirs(r.log_dirs, limits)
-
-
-def _log_dirs(log_dirs: Iterable[str], limits: RequestLimits) -> None:
-    """KIP-858's checks (Kafka refuses with InvalidRegistrationException; the
-    rest of registration's refusals here are INVALID_REQUEST, so these are too)."""
-    log_dirs = list(log_dirs)
-    _count("log directories", len(log_dirs), limits)
-    seen: set[str] = set()
-    for directory_id in log_dirs:
-        problem = directory_id_problem(directory_id)
-        if problem is not None:
-            raise ControllerError(
-                ApiError.INVALID_REQUEST, f"directory id {shown(directory_id)}: {problem}"
-            )
-        if directory_id in seen:
-            raise ControllerError(
-                ApiError.INVALID_REQUEST, f"directory id {directory_id} is listed twice"
-            )
-        seen.add(directory_id)
+    check_registration(r, frozenset(SUPPORTED_FEATURES))
 
 
 _BOUNDS: dict[type, Callable[[Any, RequestLimits], None]] = {

@@ -59,6 +59,7 @@ from quorum.raft.messages import (
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
+from quorum.server.held_fetches import HeldFetches, released_fetch_answer
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.refusals import EPOCH_JUMP, RefusedRequests
 from quorum.server.replicated_state import ReplicatedState
@@ -178,6 +179,7 @@ class RaftDriver:
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._election_started: float | None = None
+        self._held_fetches = HeldFetches()
         self.on_commit: list[Callable[[int], None]] = []
         self.on_role_change: list[Callable[[RoleChanged], None]] = []
         self.on_fatal: list[Callable[[str], None]] = []
@@ -215,7 +217,8 @@ class RaftDriver:
                     ProposalOutcomeUnknown("the controller stopped; the write may still commit")
                 )
         for future in self._replies.values():
-            future.cancel()
+            if not future.done():  # the caller is told UNAVAILABLE, not cancelled
+                future.set_exception(ConnectionAbortedError("the node is shutting down"))
         for task in list(self._background):
             task.cancel()
         # Let a flush or snapshot write in a worker thread finish before the caller
@@ -489,8 +492,29 @@ class RaftDriver:
             effect.epoch,
             effect.leader_id,
         )
+        led_epoch = self._held_fetches.role_changed(effect)
+        if led_epoch is not None:
+            self._release_held_fetches(led_epoch, effect)
         for callback in self.on_role_change:
             callback(effect)
+
+    def _release_held_fetches(self, led_epoch: int, change: RoleChanged) -> None:
+        """This node stopped leading: every fetch it still holds is answered now
+        (see `held_fetches`), so no follower waits out its deadline here."""
+        answer = released_fetch_answer(
+            led_epoch, change, self.core.high_watermark, self.core.log.start_offset
+        )
+        held = [source for source, kind in self._replies if kind is FetchResponse]
+        for source in held:
+            self._send(source, answer)
+        if held:
+            log.info(
+                "answered %d held fetches (from %s) with %s: no longer leading epoch %d",
+                len(held),
+                ", ".join(map(str, sorted(held))),
+                answer.error.name,
+                led_epoch,
+            )
 
     def _on_committed(self, high_watermark: int) -> None:
         self._complete_waiters(high_watermark)

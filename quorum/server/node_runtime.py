@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from quorum.common.channels import MAX_MESSAGE_BYTES, new_server
+from quorum.common.channels import MAX_MESSAGE_BYTES, new_server, stop_server
 from quorum.common.channels import listen as listen_on
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
@@ -108,7 +108,7 @@ class QuorumNode:
 
     async def stop(self, resign: bool = True) -> None:
         await self.driver.stop(resign=resign)
-        await self.server.stop(grace=0.2)
+        await stop_server(self.server, 0.2)
         await self.transport.close()
 
     def _update_health(self, change: RoleChanged) -> None:

@@ -209,6 +209,8 @@ class GrpcTransport:
         answer = _REPLY_TYPE[type(message)]()
         if error.unpack(answer):
             self._note_reachable(destination)
+            if isinstance(message, FetchRequest):
+                self._note_leader_moved(destination, error.error, answer)
             return answer
         if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             self._note_unreachable(destination, call_failure(err))
@@ -217,6 +219,24 @@ class GrpcTransport:
         elif err.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
             log.warning("node %d rejected %s: %s", destination, type(message).__name__, err)
         return None
+
+    def _note_leader_moved(self, peer: int, error: Any, answer: pb.FetchResponse) -> None:
+        """One INFO line when a node we fetched from answers that it does not lead
+        (at once when it stopped leading while holding our fetch: `held_fetches`),
+        so the operator sees why this node moves on. An observer still asking
+        around for a leader says nothing: it hears this every election timeout."""
+        driver = self.driver
+        if driver is None or (driver.leader_id is None and not driver.config.is_voter):
+            return
+        if error not in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
+            return
+        log.info(
+            "node %d answered our fetch with %s (epoch %d, leader %s)",
+            peer,
+            error.name,
+            answer.epoch,
+            answer.leader_id if answer.leader_id >= 0 else "unknown",
+        )
 
     # ----------------------------------------------------- peer reachability
 

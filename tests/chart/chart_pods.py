@@ -26,6 +26,7 @@ import grpc
 from chart_render import NAMESPACE, Doc, cluster_id, config_map, container, name, one, render
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kube_api_double import KubeApiDouble, kube_api
+from process_logs import watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 from controller_cluster import BIN, Cluster, Proc, free_port
@@ -159,6 +160,7 @@ def run_init(c: Doc, env: dict[str, str], rewrite: Rewrite) -> subprocess.Comple
 
 def start_main(c: Doc, env: dict[str, str], rewrite: Rewrite, log: Path) -> subprocess.Popen[bytes]:
     command = [rewrite(part) for part in [*c["command"], *c["args"]]]
+    watch(log)
     with log.open("ab") as out:
         return subprocess.Popen(
             command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

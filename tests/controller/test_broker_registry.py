@@ -129,7 +129,7 @@ def test_directory_ids_are_registered_kept_in_snapshots_and_never_shared() -> No
     )
     with pytest.raises(ControllerError) as caught:
         c.registry.build_register(thief, c.next_offset)
-    assert caught.value.error is ApiError.INVALID_REQUEST
+    assert caught.value.error is ApiError.INVALID_REGISTRATION
     assert "broker 1 is already registered with directory" in caught.value.message
     assert 2 not in c.image.brokers and c.next_offset == applied
     # The same broker may register its own directory again (a restart).

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from quorum.common.meta_properties import random_uuid
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
@@ -82,8 +83,10 @@ def controller(raft: FakeRaft) -> QuorumController:
 def register(c: QuorumController, broker_id: int) -> int:
     request = bpb.RegisterBrokerRequest(
         broker_id=broker_id,
-        incarnation_id=f"inc-{broker_id}",
-        listeners=[bpb.Listener(name="PLAINTEXT", host="h", port=9092)],
+        incarnation_id=random_uuid(),
+        listeners=[
+            bpb.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol="PLAINTEXT")
+        ],
     )
     return asyncio.run(c.register_broker(request)).broker_epoch
 
@@ -129,3 +132,33 @@ def test_a_write_on_a_follower_names_the_leader() -> None:
     with pytest.raises(NotController) as caught:
         register(c, 101)
     assert caught.value.leader_id == 2
+
+
+def test_a_parked_metadata_fetch_ends_at_once_when_the_controller_stops_being_active() -> None:
+    """A broker's caught-up fetch is parked until the next commit; losing the
+    leadership ends it at once with NotController naming the new leader."""
+    raft = FakeRaft()
+    c = controller(raft)
+    epoch = register(c, 101)
+
+    def caught_up() -> bpb.MetadataFetchRequest:
+        return bpb.MetadataFetchRequest(
+            broker_id=101,
+            broker_epoch=epoch,
+            fetch_offset=raft.high_watermark,
+            max_wait_ms=30_000,
+            current_state=bpb.FENCED,
+        )
+
+    async def scenario() -> None:
+        await c.metadata_fetch(caught_up(), received_ms=0)  # unfenced: a write
+        parked = asyncio.ensure_future(c.metadata_fetch(caught_up(), received_ms=0))
+        await asyncio.sleep(0.05)
+        assert not parked.done(), "a caught-up fetch is parked"
+        raft.leading = False
+        c.handle_leader_change(raft.leader_and_epoch())
+        with pytest.raises(NotController) as caught:
+            await asyncio.wait_for(parked, 1)
+        assert caught.value.leader_id == 2
+
+    asyncio.run(scenario())

@@ -361,6 +361,9 @@ def test_a_broker_registration_out_of_bounds_is_refused(
     assert caught.value.error in (ApiError.INVALID_REQUEST, ApiError.POLICY_VIOLATION)
 
 
+INCARNATION = "kBQU2BQmSje3Vyfi1RiIdg"
+
+
 @pytest.mark.parametrize(
     ("log_dirs", "says"),
     [
@@ -373,10 +376,10 @@ def test_a_broker_registration_out_of_bounds_is_refused(
 def test_a_bad_directory_id_is_refused(log_dirs: list[str], says: str) -> None:
     with pytest.raises(ControllerError) as caught:
         check_request(
-            bpb.RegisterBrokerRequest(broker_id=1, incarnation_id="i", log_dirs=log_dirs),
+            bpb.RegisterBrokerRequest(broker_id=1, incarnation_id=INCARNATION, log_dirs=log_dirs),
             RequestLimits(),
         )
-    assert caught.value.error is ApiError.INVALID_REQUEST
+    assert caught.value.error is ApiError.INVALID_REGISTRATION
     assert says in caught.value.message and len(caught.value.message) < 400
 
 
@@ -384,9 +387,13 @@ def test_a_plain_broker_registration_passes() -> None:
     check_request(
         bpb.RegisterBrokerRequest(
             broker_id=1,
-            incarnation_id="abc",
+            incarnation_id=INCARNATION,
             rack="r1",
-            listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092)],
+            listeners=[
+                bpb.Listener(
+                    name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol="PLAINTEXT"
+                )
+            ],
             log_dirs=["Jp7Fpx3hQy2b7mzT4a0yIg", "styWu_z8Qr6dO6n-F-oNxQ"],
         ),
         RequestLimits(),

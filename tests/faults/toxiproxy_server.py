@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from process_logs import watch
 from toxiproxy import Toxiproxy
 
 FAULT_PROXY = Path(__file__).with_name("fault_proxy.py")
@@ -35,6 +36,8 @@ def server_command(port: int) -> list[str]:
 def toxiproxy_server(log: Path | None = None) -> Iterator[Toxiproxy]:
     """A running server, the client pointed at it; stopped on exit."""
     port = free_port()
+    if log is not None:
+        watch(log, "fault proxy")
     out = log.open("ab") if log is not None else subprocess.DEVNULL
     popen = subprocess.Popen(server_command(port), stdout=out, stderr=subprocess.STDOUT)
     try:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from process_logs import watch
+
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
@@ -196,6 +198,7 @@ class Cluster:
         for broker_id in broker_ids or tuple(self.brokers):
             proc = self.brokers[broker_id]
             assert not proc.alive()
+            watch(proc.log_file, f"broker {broker_id}")
             with proc.log_file.open("ab") as out:
                 proc.popen = subprocess.Popen(
                     [str(BIN / "broker-agent"), "--config", str(proc.config), *flags],
@@ -208,6 +211,7 @@ class Cluster:
         for node_id in node_ids or tuple(self.procs):
             proc = self.procs[node_id]
             assert not proc.alive()
+            watch(proc.log_file, f"controller {node_id}")
             with proc.log_file.open("ab") as out:
                 proc.popen = subprocess.Popen(
                     [*proc.launcher, str(BIN / "quorum-controller"), "--config", str(proc.config)],

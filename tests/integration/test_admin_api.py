@@ -17,6 +17,7 @@ import pytest
 from controller_cluster import Cluster, run, running_cluster
 
 from quorum.admin_client import AdminClient, AdminError
+from quorum.common.meta_properties import random_uuid
 from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
@@ -65,7 +66,7 @@ def register_brokers(cluster: Cluster) -> dict[int, int]:
     epochs = {}
     for b in BROKERS:
         reply = call(cluster, "broker", "RegisterBroker", bpb.RegisterBrokerRequest(
-            broker_id=b, incarnation_id=f"inc-{b}",
+            broker_id=b, incarnation_id=random_uuid(),
             listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1", port=19090 + b,
                                     security_protocol="PLAINTEXT")],
         ))  # fmt: skip
@@ -251,7 +252,7 @@ def test_rejected_requests_change_nothing(cluster: Cluster, brokers: dict[int, i
         bpb.BrokerHeartbeatRequest(broker_id=77, broker_epoch=1),
     ) == ("BROKER_ID_NOT_REGISTERED", grpc.StatusCode.NOT_FOUND)
     assert refused(cluster, "broker", "RegisterBroker", bpb.RegisterBrokerRequest(
-        broker_id=2, incarnation_id="someone-else")) == (
+        broker_id=2, incarnation_id=random_uuid())) == (
         "DUPLICATE_BROKER_REGISTRATION", grpc.StatusCode.ALREADY_EXISTS)  # fmt: skip
     wrong = api.CreateTopicsRequest(cluster_id="AAAAAAAAAAAAAAAAAAAAAA", topics=[
         api.CreatableTopic(name="x", num_partitions=1, replication_factor=1)])  # fmt: skip
@@ -399,7 +400,7 @@ def test_isr_changes_controlled_shutdown_and_preferred_election(
 
     # It comes back with a new incarnation: fenced until caught up, then preferred again.
     epoch = call(cluster, "broker", "RegisterBroker", bpb.RegisterBrokerRequest(
-        broker_id=leader, incarnation_id=f"inc-{leader}-again")).broker_epoch  # fmt: skip
+        broker_id=leader, incarnation_id=random_uuid())).broker_epoch  # fmt: skip
     brokers[leader] = epoch
     hw = cluster.describe(cluster.wait_for_leader().leader_id).high_watermark
     assert not heartbeat(cluster, leader, epoch, hw).is_fenced

@@ -23,6 +23,7 @@ import pytest
 from controller_cluster import Cluster, ctl
 
 from quorum.admin_client import AdminError
+from quorum.common.meta_properties import random_uuid
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 
@@ -60,7 +61,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def register_brokers(cluster: Cluster) -> None:
     for b in BROKERS:
         reply = cluster.call("broker", "RegisterBroker", bpb.RegisterBrokerRequest(
-            broker_id=b, incarnation_id=f"inc-{b}",
+            broker_id=b, incarnation_id=random_uuid(),
             listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1", port=29090 + b,
                                     security_protocol="PLAINTEXT")]))  # fmt: skip
         hw = cluster.describe(cluster.wait_for_leader().leader_id).high_watermark

@@ -26,6 +26,7 @@ import pytest
 from controller_cluster import BIN, Cluster, run
 
 from quorum.admin_client import AdminClient, AdminError
+from quorum.common.meta_properties import random_uuid
 from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
@@ -324,7 +325,7 @@ def test_bad_metadata_fetches_get_their_error_codes_and_change_nothing(
     )
     with pytest.raises(AdminError) as caught:
         call(cluster, "broker", "RegisterBroker", bpb.RegisterBrokerRequest(
-            broker_id=11, incarnation_id="someone-else"))  # fmt: skip
+            broker_id=11, incarnation_id=random_uuid()))  # fmt: skip
     assert caught.value.name == "DUPLICATE_BROKER_REGISTRATION"
     after = cluster.describe(cluster.wait_for_leader().leader_id)
     assert after.image_digest == before.image_digest

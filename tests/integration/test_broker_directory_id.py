@@ -2,7 +2,7 @@
 `directory.id` from its meta.properties (giving the directory one, once, if it was
 formatted without), registers with it, and `quorumctl quorum describe
 --replication` shows it on the broker's Observer row. A malformed, reserved,
-repeated or another broker's id is refused with INVALID_REQUEST and changes
+repeated or another broker's id is refused with INVALID_REGISTRATION and changes
 nothing. Real controllers and broker agents, quorumctl by subprocess.
 """
 
@@ -18,6 +18,7 @@ import pytest
 from controller_cluster import Cluster, ctl, ctl_json, running_cluster
 
 from quorum.admin_client import AdminError
+from quorum.common.meta_properties import random_uuid
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 
@@ -122,7 +123,7 @@ def test_a_hostile_directory_id_is_refused_and_changes_nothing(
     before = registrations(cluster)
     high_watermark = cluster.describe(cluster.wait_for_leader().leader_id).high_watermark
     error = register(cluster, 61, log_dirs)
-    assert error.name == "INVALID_REQUEST" and says in str(error), error
+    assert error.name == "INVALID_REGISTRATION" and says in str(error), error
     assert len(str(error)) < 300  # a refusal never echoes a huge field back
     assert registrations(cluster) == before
     assert cluster.describe(cluster.wait_for_leader().leader_id).high_watermark == high_watermark
@@ -134,7 +135,7 @@ def test_another_brokers_directory_id_is_refused(cluster: Cluster) -> None:
     assert taken is not None
     before = registrations(cluster)
     error = register(cluster, 61, [taken])
-    assert error.name == "INVALID_REQUEST"
+    assert error.name == "INVALID_REGISTRATION"
     assert f"broker {FORMATTED} is already registered with directory {taken}" in str(error)
     assert registrations(cluster) == before
 
@@ -154,8 +155,12 @@ def test_an_agent_whose_meta_properties_hold_a_bad_id_does_not_start(cluster: Cl
 def register(cluster: Cluster, broker_id: int, log_dirs: list[str]) -> AdminError:
     request = bpb.RegisterBrokerRequest(
         broker_id=broker_id,
-        incarnation_id="hostile",
-        listeners=[bpb.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092)],
+        incarnation_id=random_uuid(),
+        listeners=[
+            bpb.Listener(
+                name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol="PLAINTEXT"
+            )
+        ],
         log_dirs=log_dirs,
     )
     with pytest.raises(AdminError) as refused:

@@ -121,6 +121,7 @@ def test_a_lagging_follower_catches_up_through_fetch_snapshot(tmp_path: Path) ->
         c.stop_all()
 
 
+@pytest.mark.expected_log_errors(r"rejects? (our )?cluster id")
 def test_a_controller_with_another_cluster_id_is_rejected_and_changes_nothing(
     tmp_path: Path,
 ) -> None:

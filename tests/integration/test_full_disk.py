@@ -89,6 +89,7 @@ def committed_offsets(data_dir: Path) -> set[int]:
         store.close()
 
 
+@pytest.mark.expected_log_errors(r"stopping: \w+ failed: .*No space left on device")
 def test_a_leader_on_a_full_disk_stops_and_acknowledges_nothing_it_did_not_store(
     tmp_path: Path, small_disk: Path
 ) -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from controller_cluster import BIN, free_port, quorumctl
+from process_logs import watch
 
 from quorum.common.config import render_properties
 from quorum.common.meta_properties import META_FILE
@@ -63,6 +64,7 @@ def test_kafkas_file_starts_and_says_what_it_ignores(tmp_path: Path) -> None:
     assert formatted.returncode == 0, formatted.stderr
     assert (tmp_path / "kraft-controller-logs" / META_FILE).exists()
     log_file = tmp_path / "controller.log"
+    watch(log_file, "controller")
     with log_file.open("wb") as out:
         proc = subprocess.Popen(
             [str(BIN / "quorum-controller"), "--config", str(config)],

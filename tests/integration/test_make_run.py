@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from controller_cluster import BIN
+from process_logs import watch
 
 ONLINE_LINES = ("101       ONLINE", "102       ONLINE", "103       ONLINE")
 
@@ -37,6 +38,15 @@ def launched(data_dir: Path, *flags: str) -> Iterator[list[str]]:
         start_new_session=True,
     )
     lines: list[str] = []
+    for name in (
+        "controller-1",
+        "controller-2",
+        "controller-3",
+        "broker-101",
+        "broker-102",
+        "broker-103",
+    ):  # the launcher's processes' logs
+        watch(data_dir / "logs" / f"{name}.log", name)  # fmt: skip
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 90

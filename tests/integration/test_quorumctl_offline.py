@@ -19,6 +19,7 @@ import pytest
 from controller_cluster import BIN, Cluster, quorumctl, run
 
 from quorum.admin_client import AdminClient
+from quorum.common.meta_properties import random_uuid
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 
@@ -45,7 +46,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, i
             first_done = 0
             try:
                 registered = await client.broker("RegisterBroker", bpb.RegisterBrokerRequest(
-                    broker_id=7, incarnation_id="inc-7"))  # fmt: skip
+                    broker_id=7, incarnation_id=random_uuid()))  # fmt: skip
                 beat = bpb.BrokerHeartbeatRequest(
                     broker_id=7, broker_epoch=registered.broker_epoch,
                     current_metadata_offset=registered.broker_epoch + 1,

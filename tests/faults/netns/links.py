@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_logs import watch
 from topology import CLIENT, Topology, sh
 
 PACKET_WIRE = Path(__file__).with_name("packet_wire.py")
@@ -146,6 +147,7 @@ class WireLinks(Links):
         ]
         config = workdir / "wire.json"
         config.write_text(json.dumps({"cables": cables, "seed": seed}))
+        watch(workdir / "wire.log", "packet wire")
         self.stderr = (workdir / "wire.log").open("wb")
         self.lock = threading.Lock()
         self.popen = subprocess.Popen(
