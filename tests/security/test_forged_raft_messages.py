@@ -30,7 +30,11 @@ from quorum.raft.messages import MAX_EPOCH, ErrorCode
 from tests.integration.controller_cluster import Cluster, run, running_cluster
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # Each forged request refused is an ERROR line by design (quorum.server.refusals).
+    pytest.mark.expected_log_errors(r"quorum\.server\.refusals: refused \w+: "),
+]
 
 DEFAULT_MAX_EPOCH_JUMP = 10_000
 
