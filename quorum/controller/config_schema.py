@@ -112,6 +112,10 @@ DOCS: dict[str, str] = {
     "message.timestamp.type": "Whether record timestamps are the producer's (CreateTime) "
     "or the broker's append time (LogAppendTime).",
     "min.compaction.lag.ms": "The least time a record stays uncompacted.",
+    "max.compaction.lag.ms": "The most time a record may stay uncompacted before the "
+    "cleaner takes its partition whatever its dirty ratio.",
+    "min.cleanable.dirty.ratio": "The share of a log not yet cleaned above which the "
+    "cleaner takes the partition.",
     "min.insync.replicas": "How many replicas must be in sync for an acks=all write to succeed.",
     "retention.bytes": "The most bytes a partition keeps before old segments go (-1: no limit).",
     "retention.ms": "How long records are kept before old segments go (-1: forever).",

@@ -33,7 +33,9 @@ from tests.security.secure_cluster import client_settings, create_mtls_cluster
 pytestmark = [
     pytest.mark.slow,
     # Each forged request refused is an ERROR line by design (quorum.server.refusals).
-    pytest.mark.expected_log_errors(r"quorum\.server\.refusals: (refused \w+: |\d+ more such lines)"),
+    pytest.mark.expected_log_errors(
+        r"quorum\.server\.refusals: (refused \w+: |\d+ more such lines)"
+    ),
 ]
 
 DEFAULT_MAX_EPOCH_JUMP = 10_000
