@@ -175,6 +175,7 @@ def test_quorumctl_in_a_pod_needs_no_tls_flags(secured: Deployment) -> None:
     assert "CurrentVoters:" in result.stdout
 
 
+@pytest.mark.expected_log_errors(r"quorum\.server\.refusals: refused Vote: User:CN=\S+ may not")
 def test_the_brokers_certificate_cannot_speak_for_a_voter(secured: Deployment) -> None:
     """The controllers hold a Secret of their own: the brokers' certificate (the
     test client's) claiming a voter id is refused, and the epoch does not move."""

@@ -123,8 +123,8 @@ def still_serving(cluster: Cluster) -> bool:
 
 
 def test_an_unsupported_api_key_closes_only_that_connection(cluster: Cluster) -> None:
-    # JoinGroup (11) v9 is not served: Kafka closes the connection.
-    body = struct.pack(">hhih", 11, 9, 1, 5) + b"tests" + b"\x00" + b"\x00" * 20
+    # AddPartitionsToTxn (24) is not served (no transactions): Kafka closes the connection.
+    body = struct.pack(">hhih", 24, 4, 1, 5) + b"tests" + b"\x00" + b"\x00" * 20
     with first(cluster) as bystander, first(cluster) as s:
         s.send_raw(struct.pack(">i", len(body)) + body)
         assert s.closed_by_peer()
