@@ -182,6 +182,10 @@ class QuorumController:
             self.errors += 1
             raise ControllerError(ApiError.INVALID_REQUEST, "; ".join(problems))
         raft = self.raft
+        # Only the active controller's log holds every committed record: a
+        # follower behind the broker must answer NOT_CONTROLLER, not claim the
+        # broker's cache is from another log.
+        await self.queue.wait_active()
         if request.fetch_offset > raft.log_end_offset:
             raise ControllerError(
                 ApiError.OFFSET_OUT_OF_RANGE,
