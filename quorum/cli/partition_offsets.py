@@ -11,6 +11,10 @@ advertised listeners):
 * the leader, as a consumer (replica id -1) with LATEST: the high watermark, and
   with -2 and EARLIEST: the log start offset.
 
+An SSL listener is reached with the command's TLS settings (`--ssl-ca-location`
+and, for mTLS, `--ssl-certificate-location` / `--ssl-key-location`: the same
+files that reach the controllers, as in a cluster with TLS everywhere).
+
 Brokers are asked in parallel with a short timeout each; one that cannot be
 reached, does not answer, or answers with an error leaves its values unknown
 (None), never fails or stalls the command. A replica's lag is the leader's LEO
@@ -19,6 +23,7 @@ minus its own, as `kafka-metadata-quorum.sh describe --replication` shows it.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,12 +38,31 @@ from kio.schema.list_offsets.v7.request import (
 from kio.static.primitive import i8, i32, i64
 
 from quorum.cli.kafka_client import KafkaClientError, KafkaConnection
+from quorum.common.tls import TlsSettings
 
 CONSUMER, DEBUGGING = -1, -2
 EARLIEST, LATEST = -2, -1
 BROKER_TIMEOUT_S = 3.0
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+def ssl_context(tls: TlsSettings | None) -> ssl.SSLContext:
+    """TLS to an SSL listener: the CA given (else the system's), the client
+    certificate when one is given."""
+    cafile = (tls.ca_location or None) if tls is not None else None
+    context = ssl.create_default_context(cafile=cafile)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls is not None and tls.certificate_location and tls.key_location:
+        context.load_cert_chain(tls.certificate_location, tls.key_location)
+    return context
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +132,16 @@ class _BrokerAnswers:
 
 
 def _ask(
-    address: tuple[str, int],
+    address: BrokerAddress,
     hosted: list[TopicPartition],
     led: list[TopicPartition],
     timeout_s: float,
+    tls: TlsSettings | None,
 ) -> _BrokerAnswers:
     out = _BrokerAnswers()
     try:
-        with KafkaConnection(*address, timeout_s=timeout_s) as conn:
+        context = ssl_context(tls) if address.security_protocol == "SSL" else None
+        with KafkaConnection(address.host, address.port, timeout_s, context) as conn:
             if hosted:
                 out.log_end = _answers(conn, _request(DEBUGGING, LATEST, hosted))
             if led:
@@ -130,8 +156,9 @@ def _ask(
 
 def fetch_offsets(
     placements: Iterable[PartitionPlacement],
-    brokers: Mapping[int, tuple[str, int]],
+    brokers: Mapping[int, BrokerAddress],
     timeout_s: float = BROKER_TIMEOUT_S,
+    tls: TlsSettings | None = None,
 ) -> dict[TopicPartition, PartitionOffsets]:
     """The offsets of every placement, unknown where no broker answered."""
     placements = list(placements)
@@ -147,7 +174,7 @@ def fetch_offsets(
     if asked:
         with ThreadPoolExecutor(max_workers=min(16, len(asked))) as pool:
             futures = {
-                b: pool.submit(_ask, brokers[b], hosted.get(b, []), led.get(b, []), timeout_s)
+                b: pool.submit(_ask, brokers[b], hosted.get(b, []), led.get(b, []), timeout_s, tls)
                 for b in asked
             }
             answers = {b: f.result() for b, f in futures.items()}

@@ -10,6 +10,7 @@ import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
 from quorum.cli.bootstrap import (
+    cli_tls,
     command_timeout,
     connection_options,
     parse_bootstrap,
@@ -20,6 +21,7 @@ from quorum.cli.bootstrap import (
 from quorum.cli.params import BROKER_ID, COUNT, config_pair, parse_int
 from quorum.cli.partition_offsets import (
     BROKER_TIMEOUT_S,
+    BrokerAddress,
     PartitionOffsets,
     PartitionPlacement,
     fetch_offsets,
@@ -318,11 +320,16 @@ def broker_offsets(
     chosen: list[tuple[api.TopicDescription, api.PartitionDescription]],
 ) -> dict[tuple[str, int], PartitionOffsets]:
     cluster = call_admin(addresses, cluster_id, "DescribeCluster", api.DescribeClusterRequest())
-    brokers = {b.broker_id: (b.host, b.port) for b in cluster.brokers if b.host and b.port}
+    brokers = {
+        b.broker_id: BrokerAddress(b.host, b.port, b.security_protocol or "PLAINTEXT")
+        for b in cluster.brokers
+        if b.host and b.port
+    }
     placements = [
         PartitionPlacement(t.name, p.partition, p.leader, tuple(p.replicas)) for t, p in chosen
     ]
-    return fetch_offsets(placements, brokers, min(BROKER_TIMEOUT_S, command_timeout()))
+    timeout_s = min(BROKER_TIMEOUT_S, command_timeout())
+    return fetch_offsets(placements, brokers, timeout_s, cli_tls())
 
 
 def offset_columns(

@@ -192,3 +192,35 @@ def test_a_stopped_follower_falls_behind_leaves_the_isr_and_comes_back(cluster: 
         20,
         "the follower's own metrics",
     )
+
+
+def list_offsets(cluster: Cluster, broker: int, replica_id: int, version: int = 7) -> Any:
+    partition = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
+    if version < 4:
+        del partition["current_leader_epoch"]
+    values: dict[str, Any] = {
+        "replica_id": replica_id,
+        "topics": [{"name": TOPIC, "partitions": [partition]}],
+    }
+    if version >= 2:
+        values["isolation_level"] = 0
+    with KafkaSocket("127.0.0.1", cluster.brokers[broker].port) as s:
+        [answer] = s.request(ApiKey.LIST_OFFSETS, version, values).topics[0].partitions
+    return answer
+
+
+@pytest.mark.parametrize("version", [1, 7])
+def test_followers_answer_tools_and_refuse_consumers_over_the_wire(
+    cluster: Cluster, version: int
+) -> None:
+    leader, _ = leader_of(cluster, TOPIC, 0)
+    end = describe(cluster)["HighWatermark"]
+    cluster.wait_until(lambda: settled(cluster, end), 30, "a settled partition")
+    for broker in BROKERS:
+        tool = list_offsets(cluster, broker, -2, version)
+        assert (tool.error_code, tool.offset) == (ErrorCode.none, end), broker
+        consumer = list_offsets(cluster, broker, -1, version)
+        if broker == leader:
+            assert (consumer.error_code, consumer.offset) == (ErrorCode.none, end)
+        else:
+            assert consumer.error_code == ErrorCode.not_leader_or_follower
