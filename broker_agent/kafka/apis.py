@@ -4,7 +4,9 @@ Each handler reads the request fields it needs (the same names in every served
 version; fields a version lacks read as their defaults) and returns a plain
 mapping, which `codec.build` turns into the response class of the request's
 version. Metadata is answered from the broker's committed metadata image;
-Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch go to the replica manager;
+Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch go to the replica manager
+(ListOffsets from Kafka's DEBUGGING_REPLICA_ID, -2, as tools send it, is answered
+by any replica from its own log: latest is its LEO, where a consumer's is the HW);
 InitProducerId hands out ids from blocks the controller allocates.
 """
 
