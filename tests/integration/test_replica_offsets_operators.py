@@ -126,6 +126,10 @@ def test_after_producing_every_replica_has_hw_equal_to_leo_and_no_lag(cluster: C
     header, line = table.stdout.splitlines()
     assert header.split() == OLD_COLUMNS + NEW_COLUMNS
     assert f"[{end},{end},{end}]" in line and "[0,0,0]" in line
+    # --no-offsets asks no broker: the same columns, unknown.
+    [quiet] = ctl_json(cluster, "topics", "describe", "--topic", TOPIC, "--no-offsets")
+    assert quiet["HighWatermark"] is None and quiet["LogEndOffsets"] == [None] * 3
+    assert quiet["Isr"] == row["Isr"]
 
 
 def test_a_stopped_follower_falls_behind_leaves_the_isr_and_comes_back(cluster: Cluster) -> None:
