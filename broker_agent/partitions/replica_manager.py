@@ -599,24 +599,7 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
-        plog = part.log
-        if timestamp == EARLIEST_TIMESTAMP:
-            offset = plog.log_start_offset
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
-        if timestamp == LATEST_TIMESTAMP:
-            offset = part.high_watermark
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
-        for header in plog.batch_headers():
-            if header.base_offset >= part.high_watermark:
-                break
-            if header.max_timestamp >= timestamp:
-                return ListOffsetsResult(
-                    ErrorCode.none,
-                    header.base_offset,
-                    header.max_timestamp,
-                    header.partition_leader_epoch,
-                )
-        return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.high_watermark)
 
     def replica_offsets(
         self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
@@ -627,19 +610,26 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.log.log_end_offset)
+
+    def _offset_at(self, part: Partition, timestamp: int, end: int) -> ListOffsetsResult:
+        """The lookup both callers share, over the log below `end` (HW or LEO)."""
         plog = part.log
         if timestamp == EARLIEST_TIMESTAMP:
             offset = plog.log_start_offset
             return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
         if timestamp == LATEST_TIMESTAMP:
-            offset = plog.log_end_offset
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
+            return ListOffsetsResult(ErrorCode.none, end, -1, self._epoch_at(part, end - 1))
         for header in plog.batch_headers():
+            if header.base_offset >= end:
+                break
             if header.max_timestamp >= timestamp:
                 return ListOffsetsResult(
-                    ErrorCode.none, header.base_offset, header.max_timestamp,
+                    ErrorCode.none,
+                    header.base_offset,
+                    header.max_timestamp,
                     header.partition_leader_epoch,
-                )  # fmt: skip
+                )
         return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
 
     @staticmethod
