@@ -142,7 +142,7 @@ class Controller:
             self.log_store.close()
             raise
         self.metrics = MetricsServer(self.node.driver)
-        self.controller_metrics = ControllerCollector(self.controller, self.metrics.registry)
+        self.controller_metrics = ControllerCollector(self.controller.view, self.metrics.registry)
         self.metrics.build_info(
             cluster_id=cluster_id,
             node_id=str(config.node_id),
