@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from quorum.controller import cluster_ops, partition_ops, topic_ops
@@ -25,6 +25,7 @@ from quorum.controller.commit_clock import CommitClock
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.metrics_view import ControllerView
 from quorum.controller.request_limits import RequestLimits
+from quorum.controller.snapshot_generator import SnapshotGenerator
 from quorum.controller.validation import check_request
 from quorum.controller.write_queue import NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
@@ -32,11 +33,14 @@ from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
 from quorum.raft.client_api import (
     LeaderAndEpoch,
+    NotLeaderError,
     ProposalFailed,
     ProposalOutcomeUnknown,
     RaftClient,
+    SnapshotReader,
 )
-from quorum.raft.node import NotLeaderError
+from quorum.raft.records import Batch
+from snapshots.policy import SnapshotPolicy
 
 T = TypeVar("T")
 
@@ -63,6 +67,7 @@ class QuorumController:
         session_timeout_s: float = 9.0,
         limits: RequestLimits | None = None,
         wall_clock_ms: Callable[[], int] | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self.raft = raft
         self.image = image
@@ -79,21 +84,48 @@ class QuorumController:
         )
         self.errors = 0  # call-level refusals, for the metrics
         self.timed_out_heartbeats = 0  # sessions that ran out (TimedOutBrokerHeartbeatCount)
+        # The leader's append time of the last batch applied (-1: none yet), for
+        # Kafka's LastAppliedRecordTimestamp and LastAppliedRecordLagMs.
+        self.last_applied_append_time_ms = -1
+        self.snapshots = (
+            SnapshotGenerator(raft, image, snapshot_policy) if snapshot_policy else None
+        )
         self.view = ControllerView(self)  # what the metrics read
         raft.register(self)
 
     # ------------------------------------------------------- RaftListener
 
-    def handle_commit(self, high_watermark: int) -> None:
-        self.commits.on_commit(high_watermark)
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        """Apply committed batches to the image, in offset order (control batches
+        only move the applied offset); an unknown record version or a record that
+        contradicts the image raises, and Raft stops this node rather than skip it."""
+        image, snapshots = self.image, self.snapshots
+        for batch in batches:
+            if not batch.control:
+                for offset, record in enumerate(batch.records, start=batch.base_offset):
+                    image.apply(offset, record)
+                if snapshots is not None:
+                    snapshots.on_committed(batch.records)
+            image.advance_to(batch.next_offset)
+            self.last_applied_append_time_ms = batch.append_time_ms
+        self.commits.on_commit(image.applied_offset)
+        self.queue.notify()
+        if snapshots is not None:
+            snapshots.maybe_start()
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        self.image.load_snapshot(reader.records, reader.snapshot_id.end_offset)
+        if self.snapshots is not None:
+            self.snapshots.on_loaded(reader.snapshot_id)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         """Brokers' parked fetches are woken, so that a controller that stopped
-        being active tells them at once (NOT_CONTROLLER with the new leader). The
-        write queue asks `_ready` per write, and the fencing loop refreshes every
-        session when this node becomes active."""
+        being active tells them at once (NOT_CONTROLLER with the new leader); a
+        write waiting for this node to become active looks again. The fencing
+        loop refreshes every session when this node becomes active."""
         if leader.leader_id != self.raft.node_id:
             self.commits.wake()
+        self.queue.notify()
 
     # ------------------------------------------------------------ writes
 
@@ -387,6 +419,10 @@ class QuorumController:
         return response
 
     # ------------------------------------------------------ background loops
+
+    async def snapshot_forever(self) -> None:
+        if self.snapshots is not None:
+            await self.snapshots.run_forever()
 
     async def rebalance_forever(self) -> None:
         """`auto.leader.rebalance.enable`: every `leader.imbalance.check.interval.seconds`

@@ -53,6 +53,11 @@ class ControllerView:
         return self._c.raft.high_watermark
 
     @property
+    def last_applied_append_time_ms(self) -> int:
+        """The leader's append time of the last batch applied, -1 if none."""
+        return self._c.last_applied_append_time_ms
+
+    @property
     def timed_out_heartbeats(self) -> int:
         return self._c.timed_out_heartbeats
 

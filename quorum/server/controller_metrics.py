@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -83,6 +84,13 @@ class ControllerCollector(Collector):
                     c.applied_offset - 1)  # fmt: skip
         yield gauge("last_committed_record_offset", "The high watermark minus one.",
                     c.high_watermark - 1)  # fmt: skip
+        stamp = c.last_applied_append_time_ms
+        yield gauge("last_applied_record_timestamp_seconds",
+                    "Leader's append time of the last applied record, -1 if none.",
+                    stamp / 1000 if stamp >= 0 else -1)  # fmt: skip
+        yield gauge("last_applied_record_lag_seconds",
+                    "Now minus the last applied record's append time, -1 if none.",
+                    max(0.0, time.time() - stamp / 1000) if stamp >= 0 else -1)  # fmt: skip
         yield CounterMetricFamily(
             "quorum_controller_timed_out_broker_heartbeats",
             "Broker sessions that ran out (no MetadataFetch for broker.session.timeout.ms).",

@@ -6,8 +6,9 @@ before its epoch is on disk); appends are written at once; flushes run one at
 a time, each covering everything appended before it started (group commit),
 after the round's messages have left: small ones on the loop thread, large
 ones in a worker thread; proposals made in one loop iteration share a batch.
-Committed records are applied to the state machine as the high watermark moves,
-and snapshots are written and fetched off the loop (see `ReplicatedState`).
+Committed batches are delivered to the registered listeners (the controller,
+which applies them to its image) as the high watermark moves; snapshots are
+written (when a listener asks) and fetched off the loop.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.client_api import (
     LeaderAndEpoch,
+    NotLeaderError,
     ProposalFailed,
     ProposalOutcomeUnknown,
     RaftListener,
+    SnapshotReader,
+    SnapshotRecord,
 )
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
 from quorum.raft.effects import (
@@ -56,14 +60,13 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.node import NotLeaderError, RaftNode
+from quorum.raft.node import RaftNode
 from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
 from quorum.server.held_fetches import HeldFetches, released_fetch_answer
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.refusals import EPOCH_JUMP, RefusedRequests
-from quorum.server.replicated_state import ReplicatedState
-from snapshots.api import SnapshotChunk
+from snapshots.api import SnapshotChunk, SnapshotStore
 from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
@@ -84,7 +87,7 @@ class Transport(Protocol):
     ) -> SnapshotChunk: ...
 
 
-SNAPSHOT_CHECK_S = 1.0
+APPLY_CHUNK_RECORDS = 8192
 # Flushes up to this size are synced on the loop thread, larger ones in a worker.
 INLINE_FLUSH_MAX_BYTES = 256 * 1024
 
@@ -96,6 +99,36 @@ class _Waiter:
     future: asyncio.Future[ProposeResult]
     result: ProposeResult
     proposed_at: float
+
+
+@dataclass
+class SnapshotStats:
+    taken: int = 0
+    installed: int = 0
+    latest_offset: int = -1
+    latest_epoch: int = -1
+
+    def note(self, snapshot_id: SnapshotId) -> None:
+        if snapshot_id.end_offset >= self.latest_offset:
+            self.latest_offset = snapshot_id.end_offset
+            self.latest_epoch = snapshot_id.epoch
+
+
+@dataclass
+class _ListenerContext:
+    """A listener and the offset of the next committed record it is owed."""
+
+    listener: RaftListener
+    next_offset: int
+
+
+class AppliedState(Protocol):
+    """What DescribeQuorum shows of the state the listener applies to."""
+
+    @property
+    def applied_offset(self) -> int: ...
+
+    def digest(self) -> str: ...
 
 
 @dataclass
@@ -146,22 +179,30 @@ class RaftDriver:
         log_store: LogStore,
         state_store: QuorumStateStore,
         transport: Transport,
-        replicated: ReplicatedState | None = None,
+        snapshot_store: SnapshotStore | None = None,
         clock: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        snapshot_retain_count: int = 2,
+        applied_state: AppliedState | None = None,
     ) -> None:
         self.config = config
         self.log_store = log_store
         self.state_store = state_store
         self.transport = transport
-        self.replicated = replicated
+        self.snapshot_store = snapshot_store
+        self.snapshot_retain_count = max(1, snapshot_retain_count)
+        self.snapshot_stats = SnapshotStats()
+        self.applied_state = applied_state
         self.clock = clock
         snapshot_id, batches = log_store.recover()
         raft_log = RaftLog(snapshot_id)
         for batch in batches:
             raft_log.append(batch)
-        if replicated is not None:
-            replicated.load(snapshot_id)
+        self._start_snapshot = snapshot_id if snapshot_store is not None else None
+        if snapshot_store is not None:
+            latest = snapshot_store.latest()
+            if latest is not None:
+                self.snapshot_stats.note(latest)
         self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
         self.stats = DriverStats()
         self.refusals = RefusedRequests()
@@ -180,7 +221,8 @@ class RaftDriver:
         self._background: set[asyncio.Future[None]] = set()
         self._election_started: float | None = None
         self._held_fetches = HeldFetches()
-        self.on_commit: list[Callable[[int], None]] = []
+        self._listeners: list[_ListenerContext] = []
+        self._snapshot_running = False
         self.on_role_change: list[Callable[[RoleChanged], None]] = []
         self.on_fatal: list[Callable[[str], None]] = []
         self.on_apply_failed: list[Callable[[str], None]] = []
@@ -192,15 +234,6 @@ class RaftDriver:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._process()
-        if self.replicated is not None:
-            self._spawn(self._snapshot_ticker())
-
-    async def _snapshot_ticker(self) -> None:
-        """`metadata.snapshot.max.interval.ms` must fire on a quiet log too, when no
-        commit arrives to ask whether a snapshot is due."""
-        while not self._closed:
-            await asyncio.sleep(SNAPSHOT_CHECK_S)
-            self._maybe_snapshot()
 
     async def stop(self, resign: bool = True) -> None:
         """Graceful stop: a leader hands over with EndQuorumEpoch first."""
@@ -223,7 +256,7 @@ class RaftDriver:
             task.cancel()
         # Let a flush or snapshot write in a worker thread finish before the caller
         # closes the stores under it.
-        while self._flush_running or (self.replicated and self.replicated.snapshot_running):
+        while self._flush_running or self._snapshot_running:
             await asyncio.sleep(0.01)
 
     @property
@@ -274,7 +307,26 @@ class RaftDriver:
         return out
 
     def latest_snapshot(self) -> SnapshotId | None:
-        return self.replicated.store.latest() if self.replicated is not None else None
+        return self.snapshot_store.latest() if self.snapshot_store is not None else None
+
+    def create_snapshot(
+        self, end_offset: int, capture: Callable[[], Iterable[SnapshotRecord]]
+    ) -> Awaitable[bool] | None:
+        loop = self._loop
+        if self.snapshot_store is None or loop is None or self._closed or self._snapshot_running:
+            return None
+        epoch = self.core.log.epoch_at(end_offset - 1)
+        if epoch is None:
+            return None
+        snapshot_id = SnapshotId(end_offset, epoch)
+        with self.poll_idle:
+            records = capture()
+        self._snapshot_running = True  # until the worker has written it, or failed
+        written = loop.run_in_executor(None, self._store_snapshot, snapshot_id, records)
+        task = asyncio.ensure_future(self._snapshot_written(snapshot_id, written))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     async def read_snapshot_chunk(
         self, snapshot_id: SnapshotId, position: int, max_bytes: int
@@ -282,15 +334,23 @@ class RaftDriver:
         """A piece of a stored snapshot, read in a worker thread (a peer's or a
         broker's FetchSnapshot). Raises SnapshotNotFoundError, or ValueError for a
         position past its end."""
-        if self.replicated is None:
+        if self.snapshot_store is None:
             raise SnapshotNotFoundError(f"node {self.node_id} keeps no snapshots")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            None, self.replicated.store.read_chunk, snapshot_id, position, max_bytes
+            None, self.snapshot_store.read_chunk, snapshot_id, position, max_bytes
         )
 
     def register(self, listener: RaftListener) -> None:
-        self.on_commit.append(listener.handle_commit)
+        """The snapshot the log starts after is loaded into `listener` now (its
+        checksum verified: a corrupt one raises); committed batches follow as the
+        high watermark moves."""
+        context = _ListenerContext(listener, self.core.log.start_offset)
+        snapshot_id, store = self._start_snapshot, self.snapshot_store
+        if snapshot_id is not None and store is not None:
+            listener.handle_load_snapshot(SnapshotReader(snapshot_id, store.read(snapshot_id)))
+            context.next_offset = snapshot_id.end_offset
+        self._listeners.append(context)
         self.on_role_change.append(
             lambda change: listener.handle_leader_change(
                 LeaderAndEpoch(change.leader_id, change.epoch)
@@ -518,15 +578,39 @@ class RaftDriver:
 
     def _on_committed(self, high_watermark: int) -> None:
         self._complete_waiters(high_watermark)
-        if self.replicated is not None:
+        for context in self._listeners:
             try:
-                self.replicated.apply_committed(self.core.log, high_watermark)
+                self._deliver(context, high_watermark)
             except Exception as err:  # a record this build cannot apply: never skip it
                 self._fatal(f"cannot apply a committed record: {err}", self.on_apply_failed)
                 return
-            self._maybe_snapshot()
-        for callback in self.on_commit:
-            callback(high_watermark)
+
+    def _deliver(self, context: _ListenerContext, high_watermark: int) -> None:
+        """Hand the listener every committed batch it has not had, in chunks of
+        about `APPLY_CHUNK_RECORDS`, none past the high watermark."""
+        raft_log = self.core.log
+        offset = max(context.next_offset, raft_log.start_offset)
+        while offset < high_watermark:
+            chunk: list[Batch] = []
+            for batch in raft_log.read(offset, APPLY_CHUNK_RECORDS):
+                if batch.base_offset >= high_watermark:
+                    break
+                skip = max(0, offset - batch.base_offset)
+                keep = min(len(batch.records), high_watermark - batch.base_offset)
+                if skip or keep < len(batch.records):
+                    batch = Batch(
+                        batch.base_offset + skip,
+                        batch.epoch,
+                        batch.records[skip:keep],
+                        batch.append_time_ms,
+                        batch.control,
+                    )
+                chunk.append(batch)
+                offset = batch.next_offset
+            if not chunk:
+                break
+            context.next_offset = offset
+            context.listener.handle_commit(chunk)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         assert self._loop is not None
@@ -620,32 +704,19 @@ class RaftDriver:
 
     # ---------------------------------------------------------------- snapshots
 
-    def _maybe_snapshot(self) -> None:
-        replicated = self.replicated
-        if replicated is None:
-            return
-        with self.poll_idle:
-            snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
-            if snapshot_id is None:
-                return
-            records = replicated.capture()
-        self._spawn(self._write_snapshot(snapshot_id, records))
-
-    async def _write_snapshot(
-        self, snapshot_id: SnapshotId, records: Iterable[tuple[bytes, bytes]]
-    ) -> None:
-        assert self.replicated is not None and self._loop is not None
-        replicated = self.replicated
+    async def _snapshot_written(
+        self, snapshot_id: SnapshotId, written: asyncio.Future[list[SnapshotId]]
+    ) -> bool:
+        assert self._loop is not None
         try:
-            deleted = await self._loop.run_in_executor(
-                None, replicated.write_snapshot, snapshot_id, records
-            )
+            deleted = await written
         except Exception as err:  # a failed snapshot costs nothing but log length
             log.error("snapshot %s failed: %s", snapshot_id, err)
-            return
+            return False
         if self._closed:
-            return
-        replicated.snapshot_written(snapshot_id, self.clock())
+            return False
+        self.snapshot_stats.taken += 1
+        self.snapshot_stats.note(snapshot_id)
         log.info(
             "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
         )
@@ -655,12 +726,36 @@ class RaftDriver:
             self.core.on_snapshot_taken(snapshot_id)
             self._process()
         await self._loop.run_in_executor(None, self.log_store.enforce_retention)
+        return True
+
+    def _store_snapshot(
+        self, snapshot_id: SnapshotId, records: Iterable[SnapshotRecord]
+    ) -> list[SnapshotId]:
+        """Blocking (worker thread): write, publish, and drop snapshots beyond
+        retention; the running snapshot ends here, written or not."""
+        assert self.snapshot_store is not None
+        try:
+            self.snapshot_store.write(snapshot_id, records)
+            return self.snapshot_store.retain_latest(self.snapshot_retain_count)
+        finally:
+            self._snapshot_running = False
+
+    def _install_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Blocking (worker thread): load a snapshot fetched from the leader into
+        every listener; their committed batches go on after it."""
+        assert self.snapshot_store is not None
+        for context in self._listeners:
+            reader = SnapshotReader(snapshot_id, self.snapshot_store.read(snapshot_id))
+            context.listener.handle_load_snapshot(reader)
+            context.next_offset = snapshot_id.end_offset
+        self.snapshot_stats.installed += 1
+        self.snapshot_stats.note(snapshot_id)
 
     async def _fetch_snapshot(self, leader: int, snapshot_id: SnapshotId) -> None:
         """Download the leader's snapshot in chunks, install it, tell the core."""
         assert self._loop is not None
-        replicated = self.replicated
-        if replicated is None:
+        store = self.snapshot_store
+        if store is None:
             self.core.on_snapshot_failed(self.clock())
             self._schedule_process()
             return
@@ -672,14 +767,14 @@ class RaftDriver:
                     leader, self.core.epoch, snapshot_id, position, SNAPSHOT_CHUNK_BYTES
                 )
                 if installer is None:
-                    installer = replicated.store.begin_install(snapshot_id, chunk.total_size)
+                    installer = store.begin_install(snapshot_id, chunk.total_size)
                 installer.write_chunk(chunk.position, chunk.data)
                 position = chunk.position + len(chunk.data)
                 if chunk.last:
                     break
             await self._loop.run_in_executor(None, installer.complete)
             installer = None
-            await self._loop.run_in_executor(None, replicated.install, snapshot_id)
+            await self._loop.run_in_executor(None, self._install_snapshot, snapshot_id)
         except Exception as err:
             log.warning("fetching snapshot %s from %d failed: %s", snapshot_id, leader, err)
             if installer is not None:

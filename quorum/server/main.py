@@ -54,7 +54,6 @@ from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
-from quorum.server.replicated_state import ReplicatedState
 from quorum.server.transport import describe_quorum
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
@@ -98,15 +97,6 @@ class Controller:
                 lambda topic_id: t.name if (t := image.topics_by_id.get(topic_id)) else None,
                 RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
             )
-            self.replicated = ReplicatedState(
-                self.image,
-                snapshot_store,
-                SnapshotPolicy(
-                    config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms
-                ),
-                config.snapshot_retain_count,
-                now_ms=0,
-            )
             raft_config = RaftConfig(
                 config.node_id,
                 frozenset(config.voters),
@@ -124,7 +114,7 @@ class Controller:
                 cluster_id,
                 self.log_store,
                 state_store,
-                self.replicated,
+                snapshot_store,
                 config.request_timeout_ms,
                 validate_record=only_noop,
                 add_services=self._add_admin_services,
@@ -133,8 +123,9 @@ class Controller:
                 tls=config.tls,
                 access=self.access,
                 identity=voter_identity(config.voters, config.voter_principals, config.tls),
+                snapshot_retain_count=config.snapshot_retain_count,
+                applied_state=self.image,
             )
-            self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
             self.node.driver.poll_idle = PollIdleRatio(
                 config.metrics_sample_window_ms / 1000, config.metrics_num_samples
             )
@@ -179,6 +170,7 @@ class Controller:
             asyncio.ensure_future(self.controller_metrics.refresh_forever()),
             asyncio.ensure_future(self.controller.rebalance_forever()),
             asyncio.ensure_future(self.controller.fence_expired_forever()),
+            asyncio.ensure_future(self.controller.snapshot_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
         listener = self.config.listener
@@ -235,6 +227,9 @@ class Controller:
             addresses,
             session_timeout_s=self.config.broker_session_timeout_ms / 1000,
             limits=self.config.request_limits,
+            snapshot_policy=SnapshotPolicy(
+                self.config.snapshot_max_new_record_bytes, self.config.snapshot_max_interval_ms
+            ),
         )
         return add_servicers(
             server,

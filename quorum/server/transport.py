@@ -574,10 +574,10 @@ def describe_quorum(
                     since_timestamp_ms=down.since_ms,
                 )
             )
-    if driver.replicated is not None:
-        out.applied_offset = driver.replicated.image.applied_offset
+    if driver.applied_state is not None:
+        out.applied_offset = driver.applied_state.applied_offset
         if include_image_digest:
-            out.image_digest = driver.replicated.image.digest()
+            out.image_digest = driver.applied_state.digest()
     if driver.role is Role.LEADER:
         me = pb.ReplicaState(
             replica_id=driver.config.node_id,
