@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from quorum.log.fsutil import fsync_dir
+from quorum.common.fsutil import fsync_dir
 from quorum.raft.records import SnapshotId
 from snapshots.api import SnapshotChunk
 from snapshots.archive import ArchiveHeader, write_archive

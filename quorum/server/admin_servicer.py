@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quorum.common.wire_errors import foreign_cluster_status, rich_status
 from quorum.controller.acl_actions import filters_topics
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
@@ -24,6 +23,7 @@ from quorum.controller.write_queue import NotController
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
+from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
 
 T = TypeVar("T")

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from quorum.common.clocks import monotonic_ms
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.client_api import (
     LeaderAndEpoch,
@@ -160,16 +161,6 @@ class _NoLatencies:
 
     def flush(self, seconds: float) -> None:
         pass
-
-
-_WALL_ANCHOR_NS = time.time_ns() - time.monotonic_ns()
-
-
-def monotonic_ms() -> int:
-    """Monotonic, but anchored to the wall clock at start-up: timeouts never jump,
-    and the append time the core stamps on each batch reads as wall-clock time, so
-    analytics can compare it with other processes' clocks."""
-    return (time.monotonic_ns() + _WALL_ANCHOR_NS) // 1_000_000
 
 
 class RaftDriver:

@@ -29,7 +29,6 @@ from pathlib import Path
 import grpc
 
 from quorum.common.channels import ListenerError
-from quorum.common.config import ConfigError, ControllerConfig, load_config
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
@@ -40,6 +39,7 @@ from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.rate_limit import RateLimiter
+from quorum.controller_config import ConfigError, ControllerConfig, load_config
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore

@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from quorum.common.channels import MAX_MESSAGE_BYTES, new_server, stop_server
+from quorum.common.channels import MAX_MESSAGE_BYTES
 from quorum.common.channels import listen as listen_on
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
@@ -25,6 +25,7 @@ from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
+from quorum.rpc.servers import new_server, stop_server
 from quorum.server.access import AccessControl
 from quorum.server.driver import AppliedState, RaftDriver
 from quorum.server.health_service import QuorumHealth

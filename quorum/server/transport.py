@@ -24,7 +24,6 @@ from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
 from quorum.common.tls import TlsSettings, peer_host, principal_of
-from quorum.common.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -40,6 +39,7 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError
 from quorum.raft.records import SnapshotId
+from quorum.rpc.wire_errors import foreign_cluster_status, rich_status, wire_error
 from quorum.server.access import AccessControl, open_access
 from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
