@@ -32,6 +32,7 @@ from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
 from quorum.raft.client_api import (
+    Batch,
     LeaderAndEpoch,
     NotLeaderError,
     ProposalFailed,
@@ -39,7 +40,6 @@ from quorum.raft.client_api import (
     RaftClient,
     SnapshotReader,
 )
-from quorum.raft.records import Batch
 from snapshots.policy import SnapshotPolicy
 
 T = TypeVar("T")

@@ -11,19 +11,14 @@ beyond retention and lets the log be truncated before it. One at a time.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from quorum.common.clocks import monotonic_ms
 from quorum.controller.metadata_image import MetadataImage
-from quorum.raft.client_api import RaftClient
-from quorum.raft.records import SnapshotId
+from quorum.raft.client_api import RaftClient, SnapshotId
 from snapshots.policy import SnapshotPolicy, SnapshotTrigger
 
 CHECK_S = 1.0
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class SnapshotGenerator:

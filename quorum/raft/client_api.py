@@ -21,14 +21,20 @@ from typing import Protocol
 from quorum.raft.config import ProposeResult
 from quorum.raft.records import Batch, SnapshotId
 
+# What a listener and a client see of the log, named here so the controller
+# needs nothing else of the core.
 __all__ = [
+    "Batch",
     "LeaderAndEpoch",
     "NotLeaderError",
     "ProposalFailed",
     "ProposalOutcomeUnknown",
+    "ProposeResult",
     "RaftClient",
     "RaftListener",
+    "SnapshotId",
     "SnapshotReader",
+    "SnapshotRecord",
 ]
 
 # One key/value pair of a snapshot (the snapshot store sorts them by key).
