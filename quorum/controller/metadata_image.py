@@ -136,7 +136,7 @@ class MetadataImage:
         self._born: dict[bytes, int] = {}
         self._tracked_from = offset
 
-    # ------------------------------------------------------ StateMachine seam
+    # ---------------------------- applying committed records (QuorumController)
 
     @property
     def applied_offset(self) -> int:
