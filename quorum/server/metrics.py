@@ -141,8 +141,8 @@ class RaftCollector(Collector):
             fetches.add_metric([str(replica)], count)
         yield fetches
         yield from self._lag(driver)
-        if driver.snapshot_store is not None:
-            stats = driver.snapshot_stats
+        if driver.snapshots is not None:
+            stats = driver.snapshots.stats
             yield CounterMetricFamily(
                 "quorum_raft_snapshots",
                 "Snapshots this node has written.",
