@@ -49,12 +49,12 @@ from quorum.server.access import AccessControl
 from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
+from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
 from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
-from quorum.server.transport import describe_quorum
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy

@@ -29,8 +29,10 @@ from quorum.rpc.servers import new_server, stop_server
 from quorum.server.access import AccessControl
 from quorum.server.driver import AppliedState, RaftDriver
 from quorum.server.health_service import QuorumHealth
+from quorum.server.quorum_log_servicer import QuorumLogServicer
+from quorum.server.raft_servicer import RaftQuorumServicer
 from quorum.server.standard_services_access import AuthorizeStandardServices
-from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
+from quorum.server.transport import GrpcTransport
 from quorum.server.voter_identity import VoterIdentity
 from snapshots.api import SnapshotStore
 
