@@ -1,5 +1,7 @@
 """DescribeQuorum (KIP-595): this node's view of the quorum, for operators' tools."""
 
+from __future__ import annotations
+
 import time
 from collections.abc import Mapping
 

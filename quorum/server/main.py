@@ -71,7 +71,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 SWITCH_INTERVAL_S = 0.0002
 
 
-class Controller:
+class ControllerProcess:
     """The process's parts, opened in order and closed in reverse."""
 
     def __init__(self, config: ControllerConfig, cluster_id: str, directory_id: str = "") -> None:
@@ -300,11 +300,11 @@ async def _start_and_run(config: ControllerConfig) -> int:
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
-        controller = Controller(config, meta.cluster_id, meta.directory_id or "")
+        process = ControllerProcess(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
         return EXIT_STARTUP
-    return await controller.run()
+    return await process.run()
 
 
 if __name__ == "__main__":

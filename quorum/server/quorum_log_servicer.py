@@ -4,6 +4,8 @@ A write is proposed as one batch and answered once committed; a follower
 refuses with NOT_LEADER_OR_FOLLOWER naming the leader, so a client moves at once.
 """
 
+from __future__ import annotations
+
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 

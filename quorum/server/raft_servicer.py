@@ -8,6 +8,8 @@ carries an error (a fenced epoch, say) rides along whole, so the calling core
 still learns the new epoch and leader.
 """
 
+from __future__ import annotations
+
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
@@ -23,10 +25,10 @@ from quorum.raft.messages import (
 from quorum.raft.records import SnapshotId
 from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
-from quorum.server.codec import from_proto, to_proto
 from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
 from quorum.server.leader_hint import leader_hint, wire_leader
+from quorum.server.raft_proto import from_proto, to_proto
 from quorum.server.refusals import IDENTITY
 from quorum.server.transport import CALL_TIMEOUT_S
 from quorum.server.voter_identity import VoterIdentity

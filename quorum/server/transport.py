@@ -37,8 +37,8 @@ from quorum.raft.messages import (
 )
 from quorum.raft.records import SnapshotId
 from quorum.rpc.wire_errors import wire_error
-from quorum.server.codec import from_proto, to_proto
 from quorum.server.driver import RaftDriver
+from quorum.server.raft_proto import from_proto, to_proto
 from quorum.server.wire_checks import MAX_EPOCH
 from snapshots.api import SnapshotChunk
 
