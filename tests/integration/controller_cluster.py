@@ -355,10 +355,19 @@ def running_cluster(root: Path, **create: Any) -> Iterator[Cluster]:
 
 
 @contextmanager
-def cluster_with_online_brokers(root: Path, *broker_ids: int) -> Iterator[Cluster]:
-    """A running cluster with these broker agents (heartbeat 500 ms) all ONLINE."""
-    with running_cluster(root) as cluster:
-        cluster.add_brokers(*broker_ids, broker__heartbeat__interval__ms="500")
+def cluster_with_online_brokers(
+    root: Path,
+    *broker_ids: int,
+    extra: Mapping[str, str] | None = None,
+    **broker_extra: str,
+) -> Iterator[Cluster]:
+    """A running cluster with these broker agents (heartbeat 500 ms) all ONLINE;
+    `extra` goes to the controllers' properties, `broker_extra` (dots as `__`)
+    to the brokers'."""
+    with running_cluster(root, extra=extra) as cluster:
+        cluster.add_brokers(
+            *broker_ids, **{"broker__heartbeat__interval__ms": "500", **broker_extra}
+        )
         cluster.start_brokers()
         cluster.wait_until(
             lambda: (
