@@ -29,6 +29,7 @@ from process_logs import watch
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
+from quorum.common.meta_properties import random_uuid
 from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
 from quorum.gen import raft_pb2 as pb
@@ -124,8 +125,7 @@ class Cluster:
         node_extra: Mapping[int, Mapping[str, str]] | None = None,
         hosts: Mapping[int, str] | None = None,
     ) -> Cluster:
-        cluster_id = quorumctl("storage", "random-uuid").stdout.strip()
-        assert len(cluster_id) == 22, cluster_id
+        cluster_id = random_uuid()  # what `quorumctl storage random-uuid` prints
         cluster = cls(root, cluster_id, extra=dict(extra or {}))
         ids = list(range(1, voters + observers + 1))
         for node_id in ids:
@@ -154,18 +154,32 @@ class Cluster:
                 **(node_extra or {}).get(node_id, {}),
             }
             proc.config.write_text(render_properties(props))
-            cluster.format(node_id)
+        cluster._format_all([p.config for p in cluster.procs.values()])
         return cluster
 
     def format(self, node_id: int, cluster_id: str | None = None) -> None:
         self._format(self.procs[node_id].config, cluster_id)
 
     def _format(self, config: Path, cluster_id: str | None = None) -> None:
-        result = quorumctl(
-            "storage", "format", "--cluster-id", cluster_id or self.cluster_id,
-            "--config", str(config),
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
+        self._format_all([config], cluster_id)
+
+    def _format_all(self, configs: list[Path], cluster_id: str | None = None) -> None:
+        """`quorumctl storage format` for each, run side by side (each is a
+        process start of a second or more on a busy machine)."""
+        cluster_id = cluster_id or self.cluster_id
+        command = [str(BIN / "quorumctl"), "storage", "format", "--cluster-id", cluster_id]
+        running = [
+            subprocess.Popen(
+                [*command, "--config", str(config)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for config in configs
+        ]
+        for popen in running:
+            _, stderr = popen.communicate(timeout=60)
+            assert popen.returncode == 0, stderr
 
     # ------------------------------------------------------------------ brokers
 
@@ -191,8 +205,8 @@ class Cluster:
                 **{k.replace("__", "."): v for k, v in extra.items()},
             }
             proc.config.write_text(render_properties(props))
-            self._format(proc.config)
             self.brokers[broker_id] = proc
+        self._format_all([self.brokers[b].config for b in broker_ids])
 
     def start_brokers(self, *broker_ids: int, flags: tuple[str, ...] = ()) -> None:
         for broker_id in broker_ids or tuple(self.brokers):
