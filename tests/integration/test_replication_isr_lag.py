@@ -6,7 +6,9 @@ from the ISR, and `acks=all` then needs only the replicas left. The frozen
 broker's controller session (15 s) has not run out meanwhile, so it is the lag
 rule that removed it, not fencing. Thawed, it catches up and is added back.
 An AlterPartition based on a partition epoch that is no longer current is
-refused by the controller and changes nothing.
+refused by the controller and changes nothing. An ISR shrinking below
+`min.insync.replicas` under a waiting `acks=all` write answers it
+NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 """
 
 from __future__ import annotations
@@ -77,6 +79,38 @@ def test_a_frozen_follower_leaves_the_isr_by_lag_and_rejoins_once_caught_up(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_isr_shrinking_below_min_insync_while_waiting_is_not_enough_replicas_after_append(
+    cluster: Cluster,
+) -> None:
+    """Seed 003 with min.insync.replicas=3: the write was appended and waits for the
+    frozen follower; the ISR shrinks to two, so the HW passes it but the answer is
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND; the next write is refused before appending."""
+    topic = "isr-after-append"
+    ops.create_topic(cluster, topic, [BROKERS], min__insync__replicas="3")
+    leader, frozen = BROKERS[0], BROKERS[1]
+    ops.wait(lambda: isr(cluster, topic) == list(BROKERS), "the full ISR")
+    assert ops.produce(cluster, leader, topic, 0, make_batch(b"all-three"))[0] == ErrorCode.none
+
+    popen = cluster.brokers[frozen].popen
+    assert popen is not None
+    popen.send_signal(signal.SIGSTOP)
+    try:
+        answer = ops.produce(cluster, leader, topic, 0, make_batch(b"appended"), timeout_ms=30_000)
+        assert answer[0] == ErrorCode.not_enough_replicas_after_append
+        assert isr(cluster, topic) == [leader, BROKERS[2]]
+        assert ops.produce(cluster, leader, topic, 0, make_batch(b"refused"))[0] == (
+            ErrorCode.not_enough_replicas
+        )
+        assert [v for _, v in ops.read_all(cluster, leader, topic, 0)] == [
+            b"all-three",
+            b"appended",
+        ]
+    finally:
+        popen.send_signal(signal.SIGCONT)
+    ops.wait(lambda: isr(cluster, topic) == list(BROKERS), "the thawed follower back in the ISR")
+    assert ops.produce(cluster, leader, topic, 0, make_batch(b"again")) == (ErrorCode.none, 2)
 
 
 def alter_partition(
