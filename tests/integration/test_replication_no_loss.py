@@ -223,11 +223,7 @@ def test_a_batch_resent_after_a_lost_answer_is_stored_once_at_its_original_offse
         return make_batch(value, producer_id=pid, producer_epoch=epoch, base_sequence=sequence)
 
     # The answer is lost: the connection is closed right after the request went out.
-    values = produce_values(topic, 0, acks=-1)
-    values["topic_data"] = [{"name": topic, "partition_data": [
-        {"index": 0, "records": batch(b"once", 0)}]}]  # fmt: skip
-    with ops.socket_to(cluster, leader) as lost:
-        lost.send_request(ApiKey.PRODUCE, 9, values)
+    send_and_hang_up(cluster, leader, topic, batch(b"once", 0))
     ops.wait(lambda: ops.fetch(cluster, leader, topic, 0)[1] == 2, "the lost batch committed")
 
     # The producer retries on a new connection: the same answer, nothing appended.
@@ -245,6 +241,20 @@ def test_a_batch_resent_after_a_lost_answer_is_stored_once_at_its_original_offse
     assert ops.produce(cluster, successor, topic, 0, batch(b"twice", 1)) == (ErrorCode.none, 2)
     assert ops.produce(cluster, successor, topic, 0, batch(b"thrice", 2)) == (ErrorCode.none, 3)
     ops.wait(lambda: full_isr(cluster, topic), "the crashed broker back in the ISR")
-    expected = [(0, b"plain"), (1, b"once"), (2, b"twice"), (3, b"thrice")]
+
+    # A retry racing its lost original (which may still wait for acks=all): one copy.
+    send_and_hang_up(cluster, successor, topic, batch(b"raced", 3))
+    assert ops.produce(cluster, successor, topic, 0, batch(b"raced", 3)) == (ErrorCode.none, 4)
+    expected = [(0, b"plain"), (1, b"once"), (2, b"twice"), (3, b"thrice"), (4, b"raced")]
     assert ops.read_all(cluster, successor, topic, 0) == expected
-    compare(cluster, topic, 0, 4)
+    ops.wait(lambda: full_isr(cluster, topic), "the full ISR")
+    compare(cluster, topic, 0, 5)
+
+
+def send_and_hang_up(cluster: Cluster, broker: int, topic: str, batch: bytes) -> None:
+    """An acks=all Produce whose answer nobody reads: the connection closes at once."""
+    values = produce_values(topic, 0, acks=-1)
+    values["topic_data"] = [{"name": topic, "partition_data": [
+        {"index": 0, "records": batch}]}]  # fmt: skip
+    with ops.socket_to(cluster, broker) as lost:
+        lost.send_request(ApiKey.PRODUCE, 9, values)
