@@ -126,7 +126,7 @@ class Producing:
                 value = b"%s-%07d" % (self.name.encode(), self.sent)
                 producer.produce(self.topic, value, b"k-%d" % (self.sent % 7), on_delivery=report)
                 self.sent += 1
-            producer.poll(0.05)  # a few hundred records a second: load, not a flood
+            producer.poll(0.1)  # about 100 records a second each: load, not a flood
         self.unflushed = producer.flush(180)
 
 
