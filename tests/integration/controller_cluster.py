@@ -32,6 +32,7 @@ from quorum.common.config import render_properties
 from quorum.common.meta_properties import random_uuid
 from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
+from quorum.gen import admin_pb2 as admin_pb
 from quorum.gen import raft_pb2 as pb
 
 BIN = Path(sys.executable).parent
@@ -383,16 +384,13 @@ def cluster_with_online_brokers(
             *broker_ids, **{"broker__heartbeat__interval__ms": "500", **broker_extra}
         )
         cluster.start_brokers()
-        cluster.wait_until(
-            lambda: (
-                sorted(
-                    r["Id"] for r in ctl_json(cluster, "brokers", "list") if r["State"] == "ONLINE"
-                )
-                == sorted(broker_ids)
-            ),
-            20,
-            "the brokers ONLINE",
-        )
+
+        def online() -> list[int]:
+            # In process (a quorumctl per poll costs seconds of CPU on a busy machine).
+            reply = cluster.call("admin", "DescribeCluster", admin_pb.DescribeClusterRequest())
+            return sorted(b.broker_id for b in reply.brokers if b.state == "ONLINE")
+
+        cluster.wait_until(lambda: online() == sorted(broker_ids), 60, "the brokers ONLINE")
         yield cluster
 
 
