@@ -33,6 +33,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
 
 
+@pytest.fixture(autouse=True)
+def every_broker_up(cluster: Cluster) -> None:
+    """Every broker running and ONLINE (whatever a failed kill test left)."""
+    for b in BROKERS:
+        if not cluster.brokers[b].alive():
+            ops.restart(cluster, b)
+    ops.wait(lambda: all(ops.online(cluster, b) for b in BROKERS), "every broker ONLINE")
+
+
 def bootstrap(cluster: Cluster) -> str:
     return ",".join(f"127.0.0.1:{cluster.brokers[b].port}" for b in BROKERS)
 
@@ -260,20 +269,9 @@ def check_placed(sent: list[Record], got: list[Record], acked: Placed, read: Pla
     assert read == acked
 
 
-@pytest.fixture
-def whole_cluster(cluster: Cluster) -> Cluster:
-    """Every broker running and ONLINE (whatever a failed kill test left)."""
-    for b in BROKERS:
-        if not cluster.brokers[b].alive():
-            ops.restart(cluster, b)
-    ops.wait(lambda: all(ops.online(cluster, b) for b in BROKERS), "every broker ONLINE")
-    return cluster
-
-
-def test_librdkafka_idempotent_acks_all_across_a_leader_kill(whole_cluster: Cluster) -> None:
+def test_librdkafka_idempotent_acks_all_across_a_leader_kill(cluster: Cluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    cluster = whole_cluster
     topic = new_topic(cluster, "kill-under-librdkafka")
     sent = many("librdkafka")
     acked: Placed = {}
@@ -322,11 +320,10 @@ def test_librdkafka_idempotent_acks_all_across_a_leader_kill(whole_cluster: Clus
     settle(cluster, topic, crashed)
 
 
-def test_kafka_python_idempotent_default_across_a_leader_kill(whole_cluster: Cluster) -> None:
+def test_kafka_python_idempotent_default_across_a_leader_kill(cluster: Cluster) -> None:
     """kafka-python 3's default producer (idempotent, acks=all), lz4."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    cluster = whole_cluster
     topic = new_topic(cluster, "kill-under-kafka-python")
     sent = many("kafka-python")
     producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), linger_ms=5,
@@ -367,12 +364,11 @@ def test_kafka_python_idempotent_default_across_a_leader_kill(whole_cluster: Clu
     settle(cluster, topic, crashed)
 
 
-def test_aiokafka_idempotent_across_a_leader_kill(whole_cluster: Cluster) -> None:
+def test_aiokafka_idempotent_across_a_leader_kill(cluster: Cluster) -> None:
     """aiokafka with enable_idempotence (so acks=all), zstd."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
 
-    cluster = whole_cluster
     topic = new_topic(cluster, "kill-under-aiokafka")
     sent = many("aiokafka")
     crashed = -1
