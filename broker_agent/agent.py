@@ -122,7 +122,7 @@ class BrokerAgent:
     def _metadata_applied(self) -> None:
         if self.replicas is not None:
             try:
-                self.replicas.on_metadata(self.image)
+                self.replicas.on_metadata(self.image, open_in_background=True)
             except Exception:
                 log.exception("broker %d: replica manager failed to apply metadata",
                               self.config.node_id)  # fmt: skip
