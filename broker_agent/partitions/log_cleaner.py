@@ -45,6 +45,7 @@ from broker_agent.partitions.record_codec import (
     has_delete_horizon,
     records_of,
     rewrite_batch,
+    scan_keys,
 )
 from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import SegmentInfo
@@ -269,20 +270,26 @@ class LogCleaner:
                 assert isinstance(batch, OpaqueBatch)
                 if not batch.control:
                     try:
-                        header, records = records_of(batch.payload)
+                        scan = scan_keys(batch.payload)
                     except UnsupportedCompression:
-                        records = []  # kept whole when cleaned: nothing of it is mapped
+                        pass  # kept whole when cleaned: nothing of it is mapped
                     else:
-                        if offsets.size + header.records_count > offsets.max_entries:
+                        if offsets.size + len(scan.keys) > offsets.max_entries:
                             if offsets.size == 0:
                                 raise OverflowError(
-                                    f"a batch of {header.records_count} records does not fit "
+                                    f"a batch of {len(scan.keys)} records does not fit "
                                     f"log.cleaner.dedupe.buffer.size"
                                 )
                             return batch.base_offset
-                    for record in records:
-                        if record.key is not None:
-                            offsets.put(record.key, record.offset)
+                        if None in scan.keys:
+                            pairs = [
+                                (k, o)
+                                for k, o in zip(scan.keys, scan.offsets, strict=True)
+                                if k is not None
+                            ]
+                            offsets.put_all([k for k, _ in pairs], [o for _, o in pairs])
+                        else:
+                            offsets.put_all(scan.keys, scan.offsets)  # type: ignore[arg-type]
                 offset = batch.next_offset
                 step += len(batch.payload)
             yield step
@@ -358,9 +365,43 @@ def _filter(
     if batch.control:
         return batch
     try:
-        header, records = records_of(batch.payload)
+        scan = scan_keys(batch.payload)
     except (UnsupportedCompression, InvalidRecordBatch):
         return batch
+    # The common cases without an object per record: every record stays (and
+    # none is a tombstone), or every record goes.
+    header = scan.header
+    horizon = header.base_timestamp if has_delete_horizon(header) else None
+    last_offset = offsets.get
+    kept_count = 0
+    kept_tombstone = False
+    for offset, key, tombstone in zip(scan.offsets, scan.keys, scan.tombstones, strict=True):
+        if offset >= map_end or (
+            key is not None
+            and offset >= last_offset(key)
+            and not (tombstone and horizon is not None and now_ms >= horizon)
+        ):
+            kept_count += 1
+            kept_tombstone = kept_tombstone or tombstone
+    count = len(scan.offsets)
+    if kept_count == count and not kept_tombstone:
+        return batch
+    if kept_count == 0 and not _last_of_producer(header.producer_id, batch.base_offset, producers):
+        result.records_removed += count
+        return None
+    return _rewrite(batch, offsets, map_end, now_ms, delete_retention_ms, result)
+
+
+def _rewrite(
+    batch: OpaqueBatch,
+    offsets: OffsetMap,
+    map_end: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    result: RoundResult,
+) -> OpaqueBatch:
+    """A batch keeping some of its records (or tombstones, which get a horizon)."""
+    header, records = records_of(batch.payload)
     horizon = header.base_timestamp if has_delete_horizon(header) else None
     kept: list[Record] = []
     for record in records:
@@ -381,8 +422,6 @@ def _filter(
         _note_horizon(result, horizon if horizon is not None else now_ms + delete_retention_ms)
     if len(kept) == len(records) and new_horizon is None:
         return batch
-    if not kept and not _last_of_producer(header.producer_id, batch.base_offset, producers):
-        return None
     payload = rewrite_batch(header, kept, new_horizon)
     return OpaqueBatch(
         batch.base_offset,
