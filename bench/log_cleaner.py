@@ -135,6 +135,7 @@ def clean_child(directory: Path, buffer_bytes: int) -> dict[str, object]:
         "log_mb_before": round(size_before / 1e6, 1),
         "log_mb_after": round(plog.size_bytes / 1e6, 2),
         "peak_rss_growth_mb": round((rss_after - rss_before) / 1024, 1),
+        "load_average": [round(x, 1) for x in os.getloadavg()],
     }
 
 
@@ -212,7 +213,8 @@ def main() -> None:
         size = build(template, args.records, args.record_bytes, args.keys, args.batch_records)
         print(json.dumps({"disk_sequential_write_mb_per_s": round(disk_write_mb_per_s(root), 1),
                           "log_mb": round(size / 1e6, 1), "records": args.records,
-                          "keys": args.keys, "record_bytes": args.record_bytes}))  # fmt: skip
+                          "keys": args.keys, "record_bytes": args.record_bytes,
+                          "load_average": [round(x, 1) for x in os.getloadavg()]}))  # fmt: skip
         for buffer in (int(b) for b in args.buffers.split(",") if b.strip()):
             copy = root / f"clean-{buffer}"
             shutil.copytree(template, copy)
