@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -38,11 +39,12 @@ from pathlib import Path
 from broker_agent.partitions.offset_map import KAFKA_DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from broker_agent.partitions.partition_log import PartitionLog
 from broker_agent.partitions.producer_state import ProducerStateTable
-from broker_agent.partitions.record_batch import NO_PRODUCER_ID, InvalidRecordBatch
+from broker_agent.partitions.record_batch import NO_PRODUCER_ID, InvalidRecordBatch, parse_header
 from broker_agent.partitions.record_codec import (
     Record,
     UnsupportedCompression,
     has_delete_horizon,
+    readable,
     records_of,
     rewrite_batch,
     scan_keys,
@@ -109,6 +111,26 @@ class CleanerStats:
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
     partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MappedRange:
+    """The dirty range one round mapped, and the offsets its map holds, sorted.
+
+    Every record of that range with a key is in the map, so a batch wholly
+    inside it keeps exactly the records whose offsets the map holds (keyless
+    ones go): counting them needs no read of its records, and most batches of
+    a dirty log keep none."""
+
+    start: int
+    end: int
+    latest: list[int]
+
+    def kept_in(self, base_offset: int, next_offset: int) -> int | None:
+        """How many records of the batch [base, next) stay; None outside the range."""
+        if base_offset < self.start or next_offset > self.end:
+            return None
+        return bisect_left(self.latest, next_offset) - bisect_left(self.latest, base_offset)
 
 
 @dataclass
@@ -224,9 +246,10 @@ class LogCleaner:
             self.stats.aborted_rounds += 1
             return
         groups = _groups(segments, max(map_end, cleanable.first_dirty), plog)
+        mapped = MappedRange(cleanable.first_dirty, map_end, offsets.sorted_offsets())
         for group, end in groups:
             swapped = yield from self._clean_group(
-                plog, group, end, offsets, map_end, now_ms, producers, result, hook
+                plog, group, end, offsets, mapped, now_ms, producers, result, hook
             )
             if not swapped:
                 result.aborted = True
@@ -304,7 +327,7 @@ class LogCleaner:
         group: list[SegmentInfo],
         end: int,
         offsets: OffsetMap,
-        map_end: int,
+        mapped: MappedRange,
         now_ms: int,
         producers: ProducerStateTable,
         result: RoundResult,
@@ -327,7 +350,7 @@ class LogCleaner:
                     assert isinstance(batch, OpaqueBatch)
                     read += len(batch.payload)
                     kept = _filter(
-                        batch, offsets, map_end, now_ms, plog.config.delete_retention_ms,
+                        batch, offsets, mapped, now_ms, plog.config.delete_retention_ms,
                         producers, result,
                     )  # fmt: skip
                     if kept is not None:
@@ -354,7 +377,7 @@ class LogCleaner:
 def _filter(
     batch: OpaqueBatch,
     offsets: OffsetMap,
-    map_end: int,
+    mapped: MappedRange,
     now_ms: int,
     delete_retention_ms: int,
     producers: ProducerStateTable,
@@ -364,6 +387,18 @@ def _filter(
     or None when it goes."""
     if batch.control:
         return batch
+    map_end = mapped.end
+    try:
+        header = parse_header(batch.payload)
+    except InvalidRecordBatch:
+        return batch
+    if (
+        readable(header)
+        and mapped.kept_in(batch.base_offset, batch.next_offset) == 0
+        and not _last_of_producer(header.producer_id, batch.base_offset, producers)
+    ):
+        result.records_removed += header.records_count
+        return None
     try:
         scan = scan_keys(batch.payload)
     except (UnsupportedCompression, InvalidRecordBatch):

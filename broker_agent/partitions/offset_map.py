@@ -71,6 +71,10 @@ class OffsetMap:
         )
         self.latest_offset = max(self.latest_offset, offsets[-1])
 
+    def sorted_offsets(self) -> list[int]:
+        """Every offset the map holds (each key's last), in increasing order."""
+        return sorted(self._offsets.values())
+
     def get(self, key: bytes) -> int:
         """The last offset mapped for `key`, -1 when it is not in the map."""
         return self._offsets.get(key if len(key) <= MAX_KEY_BYTES else _digest(key), -1)

@@ -119,6 +119,11 @@ def write_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def readable(header: RecordBatchHeader) -> bool:
+    """Whether this broker reads the batch's records (uncompressed or gzip)."""
+    return header.attributes & COMPRESSION_MASK in (0, GZIP)
+
+
 def has_delete_horizon(header: RecordBatchHeader) -> bool:
     return bool(header.attributes & DELETE_HORIZON_FLAG)
 

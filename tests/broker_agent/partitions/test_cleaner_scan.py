@@ -6,14 +6,25 @@ ones; the offset map keeps long keys as digests and short ones as they are."""
 from __future__ import annotations
 
 import pytest
-from cleaner_helpers import make_batch
+from cleaner_helpers import (
+    BASE_TIME_MS,
+    Stored,
+    compact_config,
+    make_batch,
+    open_log,
+    produce,
+    producers_of,
+    read_all,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker_agent.partitions.log_cleaner import CleanerConfig, LogCleaner
 from broker_agent.partitions.offset_map import ENTRY_BYTES, MAX_KEY_BYTES, OffsetMap
 from broker_agent.partitions.record_batch import InvalidRecordBatch
 from broker_agent.partitions.record_codec import records_of, scan_keys
 
+NOW = BASE_TIME_MS + 1_000
 keys = st.one_of(st.none(), st.binary(max_size=3 * MAX_KEY_BYTES))
 values = st.one_of(st.none(), st.binary(max_size=20_000))
 
@@ -55,3 +66,53 @@ def test_offset_map_long_keys_and_capacity() -> None:
         offsets.put(b"one more", 20)
     offsets.put(b"a", 21)  # a key already mapped still moves
     assert offsets.get(b"a") == 21
+
+
+batches_of_updates = st.lists(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.sampled_from([b"k%d" % i for i in range(10)] + [b"k" * 40])),
+            st.one_of(st.none(), st.binary(min_size=1, max_size=30)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches_of_updates, st.sampled_from([6, 8, 1000]), st.data())
+def test_cleaning_in_passes_keeps_what_a_model_keeps(
+    tmp_path_factory: pytest.TempPathFactory,
+    batches: list[list[tuple[bytes | None, bytes | None]]],
+    map_entries: int,
+    data: st.DataObject,
+) -> None:
+    """Batches mixing superseded, latest, keyless and tombstone records, cleaned
+    in rounds whose map holds 6 (the largest batch), 8 or many keys, with new batches between
+    rounds: what stays is every key's latest record (tombstones too, younger
+    than delete.retention.ms), at its offset, and nothing else below the
+    active segment."""
+    directory = tmp_path_factory.mktemp("model") / "t-0"
+    plog = open_log(directory, compact_config(segment_bytes=300))
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=int((map_entries + 1) * ENTRY_BYTES)))
+    written: list[Stored] = []
+    for i, records in enumerate(batches):
+        base = produce(plog, make_batch(records))
+        written += [Stored(base + j, k, v) for j, (k, v) in enumerate(records)]
+        if data.draw(st.booleans(), label=f"clean after batch {i}"):
+            plog.store.roll()
+            cleaner.clean(plog, plog.log_end_offset, NOW, producers_of(plog))
+    plog.store.roll()
+    for _ in range(len(written) + 1):  # until every dirty record was mapped once
+        result = cleaner.clean(plog, plog.log_end_offset, NOW, producers_of(plog))
+        if result.map_end >= plog.store.segments[-1].base_offset:
+            break
+    latest: dict[bytes, Stored] = {}
+    for record in written:
+        if record.key is not None:
+            latest[record.key] = record
+    assert read_all(plog) == sorted(latest.values(), key=lambda r: r.offset)
+    plog.close()
