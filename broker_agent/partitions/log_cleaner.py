@@ -297,10 +297,11 @@ class LogCleaner:
                     except UnsupportedCompression:
                         pass  # kept whole when cleaned: nothing of it is mapped
                     else:
-                        if offsets.size + len(scan.keys) > offsets.max_entries:
+                        new_keys = offsets.new_keys(scan.keys)
+                        if offsets.size + new_keys > offsets.max_entries:
                             if offsets.size == 0:
                                 raise OverflowError(
-                                    f"a batch of {len(scan.keys)} records does not fit "
+                                    f"a batch of {new_keys} keys does not fit "
                                     f"log.cleaner.dedupe.buffer.size"
                                 )
                             return batch.base_offset

@@ -57,6 +57,15 @@ class OffsetMap:
         self._offsets[stored] = offset
         self.latest_offset = max(self.latest_offset, offset)
 
+    def new_keys(self, keys: Sequence[bytes | None]) -> int:
+        """How many entries `keys` (one batch's; None for keyless records) would
+        add: its distinct keys, counted exactly only when the map is near full."""
+        distinct = set(keys)
+        distinct.discard(None)
+        if len(self._offsets) + len(distinct) <= self.max_entries:
+            return len(distinct)
+        return sum(1 for k in distinct if self.get(k) < 0)  # type: ignore[arg-type]
+
     def put_all(self, keys: Sequence[bytes], offsets: Sequence[int]) -> None:
         """`put` for one batch's keyed records, in offset order; the caller checked
         that `len(keys)` more entries fit (`size + len(keys) <= max_entries`)."""

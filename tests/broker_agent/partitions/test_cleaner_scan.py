@@ -5,6 +5,8 @@ ones; the offset map keeps long keys as digests and short ones as they are."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from cleaner_helpers import (
     BASE_TIME_MS,
@@ -116,3 +118,21 @@ def test_cleaning_in_passes_keeps_what_a_model_keeps(
             latest[record.key] = record
     assert read_all(plog) == sorted(latest.values(), key=lambda r: r.offset)
     plog.close()
+
+
+def test_a_batch_counts_in_the_map_by_its_distinct_keys(tmp_path: Path) -> None:
+    """librdkafka sends batches of thousands of records over few keys: the map
+    needs room for the keys, not the records (a small buffer still cleans)."""
+    offsets = OffsetMap(4 * ENTRY_BYTES)  # 3 entries at the 0.9 load factor
+    assert offsets.new_keys([b"a"] * 100 + [None, b"b"]) == 2
+    offsets.put_all([b"a", b"b"], [0, 1])
+    assert offsets.new_keys([b"a", b"c"] * 50) == 1  # near full: counted exactly
+    plog = open_log(tmp_path / "t-0")
+    records = [(b"k%d" % (i % 3), b"v%d" % i) for i in range(50)]
+    produce(plog, make_batch(records))
+    produce(plog, make_batch(records))
+    plog.store.roll()
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=5 * ENTRY_BYTES))
+    result = cleaner.clean(plog, plog.log_end_offset, NOW, producers_of(plog))
+    assert result.cleaned and result.map_end == 100
+    assert [(r.offset, r.key) for r in read_all(plog)] == [(97, b"k2"), (98, b"k0"), (99, b"k1")]
