@@ -133,7 +133,7 @@ class BrokerAgent:
         # and leading on it could acknowledge writes that are truncated later.
         if self.replicas is not None and self.caught_up:
             try:
-                self.replicas.on_metadata(self.image)
+                self.replicas.on_metadata(self.image, open_in_background=True)
             except Exception:
                 log.exception("broker %d: replica manager failed to apply metadata",
                               self.config.node_id)  # fmt: skip
