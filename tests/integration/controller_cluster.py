@@ -47,13 +47,18 @@ PORT_RANGE = (20000, 32000)
 
 _HANDED_OUT: set[int] = set()
 
+# Drawn from the OS's entropy, not from `random`'s global state: pytest-randomly
+# reseeds that before every test from the run's seed, and two runs with the same
+# seed (a replay beside another run on one machine) must not pick the same ports.
+_PORT_PICKER = random.SystemRandom()
+
 
 def free_port() -> int:
     """A port free now and not handed out before by this process: two calls
     before anything binds (a node's listener and metrics ports) must not get
     the same one (a CI run did)."""
     for _ in range(200):
-        port = random.randrange(*PORT_RANGE)
+        port = _PORT_PICKER.randrange(*PORT_RANGE)
         if port in _HANDED_OUT:
             continue
         with socket.socket() as s:
