@@ -1,0 +1,139 @@
+"""Broker memory and restart with many partition replicas (part of `bench/produce.py`).
+
+A topic of `count` partitions with RF 3 on three brokers puts `count` replicas
+on each broker (a third of them led). One record goes to each partition; then
+every broker's VmRSS is read from /proc. Then one broker is SIGKILLed, the
+controller fences it and its replicas leave every ISR, and it is started again;
+the times from its spawn are read from its own Kafka listener (see
+`bench/produce.py` for what each means).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker_agent.kafka.versions import ApiKey
+from tests.integration.controller_cluster import Cluster, ctl_json
+from tests.integration.kafka_wire import KafkaSocket, metadata_v12
+
+TOPIC = "bench-replicas"
+Emit = Callable[..., None]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def metadata(port: int) -> Any:
+    with KafkaSocket("127.0.0.1", port, timeout_s=30) as s:
+        return s.request(ApiKey.METADATA, 12, metadata_v12([TOPIC]))
+
+
+def isr_holding(answer: Any, broker: int) -> tuple[int, int]:
+    """(partitions whose ISR holds `broker`, partitions) in a Metadata answer."""
+    topic = answer.topics[0]
+    if topic.error_code != ErrorCode.none:
+        return 0, 0
+    parts = topic.partitions
+    return sum(1 for p in parts if broker in p.isr_nodes), len(parts)
+
+
+def replica_dirs(cluster: Cluster, broker: int) -> int:
+    return sum(1 for _ in cluster.brokers[broker].data_dir.glob(f"{TOPIC}-*"))
+
+
+def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def produce_one_each(cluster: Cluster, count: int) -> None:
+    from confluent_kafka import Producer
+
+    bootstrap = ",".join(f"127.0.0.1:{p.port}" for p in cluster.brokers.values())
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    failed: list[object] = []
+
+    def delivered(err: object, _msg: object) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for partition in range(count):
+        producer.produce(TOPIC, b"x" * 1024, partition=partition, on_delivery=delivered)
+        producer.poll(0)
+    left = producer.flush(120)
+    if left or failed:
+        raise RuntimeError(f"{left} undelivered, {len(failed)} failed: {failed[:1]}")
+
+
+def replica_memory_and_restart(cluster: Cluster, count: int, emit: Emit) -> None:
+    started = time.monotonic()
+    ctl_json(cluster, "topics", "create", TOPIC, "--partitions", str(count),
+             "--replication-factor", "3")  # fmt: skip
+    for broker, proc in cluster.brokers.items():
+        wait(lambda b=broker: replica_dirs(cluster, b) == count, 600,
+             f"{count} replicas on broker {broker}")  # fmt: skip
+        wait(lambda p=proc, b=broker: isr_holding(metadata(p.port), b) == (count, count), 600,
+             f"broker {broker} in every ISR")  # fmt: skip
+    emit("replicas_created_s", round(time.monotonic() - started, 1), replicas_per_broker=count)
+    produce_one_each(cluster, count)
+    time.sleep(2)  # the followers fetched the records; the tick ran
+    sizes = {b: rss_mb(p.popen.pid) for b, p in cluster.brokers.items() if p.popen is not None}
+    for broker, size in sizes.items():
+        emit("broker_rss_mb", round(size, 1), broker=broker, replicas=count)
+    emit("goal_broker_rss_mb", round(max(sizes.values()), 1), replicas=count, goal=300)
+    restart(cluster, count, emit)
+
+
+def restart(cluster: Cluster, count: int, emit: Emit) -> None:
+    victim = max(cluster.brokers)
+    other = cluster.brokers[min(cluster.brokers)]
+    proc = cluster.brokers[victim]
+    assert proc.popen is not None
+    proc.popen.send_signal(signal.SIGKILL)
+    proc.popen.wait(10)
+    killed = time.monotonic()
+    # Fenced after broker.session.timeout.ms; fencing takes it out of every ISR.
+    wait(lambda: isr_holding(metadata(other.port), victim)[0] == 0, 120,
+         f"broker {victim} out of every ISR")  # fmt: skip
+    emit("fenced_out_of_isr_s", round(time.monotonic() - killed, 2), broker=victim,
+         replicas=count)  # fmt: skip
+    spawned = time.monotonic()
+    cluster.start_brokers(victim)
+    marks: dict[str, float] = {}
+    deadline = spawned + 600
+    while "restart_serving_s" not in marks and time.monotonic() < deadline:
+        try:
+            if "restart_listening_s" not in marks:
+                socket.create_connection(("127.0.0.1", proc.port), timeout=1).close()
+                marks["restart_listening_s"] = time.monotonic() - spawned
+            answer = metadata(proc.port)
+            if "restart_unfenced_s" not in marks and victim in {b.node_id for b in answer.brokers}:
+                marks["restart_unfenced_s"] = time.monotonic() - spawned
+            if "restart_unfenced_s" in marks and isr_holding(answer, victim) == (count, count):
+                marks["restart_serving_s"] = time.monotonic() - spawned
+        except (OSError, ConnectionError):
+            pass
+        time.sleep(0.02)
+    for name, seconds in marks.items():
+        emit(name, round(seconds, 2), broker=victim, replicas=count, goal_s=10)
+    if "restart_serving_s" not in marks:
+        emit("restart_serving_s", None, broker=victim, replicas=count, goal_s=10,
+             note="not back in every ISR within 600 s")  # fmt: skip
