@@ -196,7 +196,7 @@ def kafka_runs(cluster: Cluster, args: argparse.Namespace) -> dict[tuple[str, in
                 say(f"kafka: acks={acks} linger.ms={linger} producers={producers}")
                 params = {"bootstrap": bootstrap, "topic": TOPIC, "acks": acks,
                           "linger_ms": linger, "seconds": args.seconds, "window": args.window,
-                          "record_bytes": args.record_bytes}  # fmt: skip
+                          "record_bytes": args.record_bytes, "records": args.records}  # fmt: skip
                 size, cpu = replica_bytes(cluster, TOPIC), cpu_of(pids)
                 outcome = run_workers("kafka", params, producers)
                 grown, cpu = replica_bytes(cluster, TOPIC) - size, cpu_of(pids) - cpu
@@ -229,7 +229,7 @@ def nats_runs(root: Path, args: argparse.Namespace) -> dict[tuple[str, int], flo
             say(f"nats: mode={mode} producers={producers}")
             params = {"servers": [s.url for s in servers], "subject": subject,
                       "window": 1 if mode == "sync" else args.window, "seconds": args.seconds,
-                      "record_bytes": args.record_bytes}  # fmt: skip
+                      "record_bytes": args.record_bytes, "records": args.records}  # fmt: skip
             cpu = cpu_of(pids)
             outcome = run_workers("nats", params, producers)
             cpu = cpu_of(pids) - cpu
@@ -259,6 +259,7 @@ def main() -> None:
     parser.add_argument("--linger", type=csv(int), default=[0, 5])
     parser.add_argument("--window", type=int, default=1000, help="unacknowledged per producer")
     parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--records", type=int, default=0, help="per producer, 0: no cap")
     parser.add_argument("--partitions", type=int, default=1)
     parser.add_argument("--systems", type=csv(str), default=["kafka", "nats"])
     parser.add_argument("--nats-modes", type=csv(str), default=["sync", "async"])

@@ -2,7 +2,8 @@
 
 A worker connects, prints `ready`, waits for a line on stdin holding the start
 time (wall clock, the same for every worker), produces 1 KiB records for the
-given seconds keeping at most `window` unacknowledged, waits for the last
+given seconds (or until it has sent `records`, when given) keeping at
+most `window` unacknowledged, waits for the last
 answers, and prints one JSON line: records delivered and failed, the time of
 the last delivery, and a sample of delivery latencies (produce call to
 acknowledgement, in ms).
@@ -91,8 +92,8 @@ def kafka(params: dict[str, Any]) -> dict[str, Any]:
 
     end = wait_for_start() + params["seconds"]
     produced = 0
-    window = params["window"]
-    while time.time() < end:
+    window, limit = params["window"], params.get("records") or float("inf")
+    while time.time() < end and produced < limit:
         if produced - tally.delivered - tally.failed >= window:
             producer.poll(0.001)
             continue
@@ -119,8 +120,9 @@ async def nats(params: dict[str, Any]) -> dict[str, Any]:
     payload = os.urandom(params["record_bytes"])
     await js.publish(subject, payload)  # warm: the stream found, the reply inbox set up
     end = await asyncio.to_thread(wait_for_start) + params["seconds"]
+    limit = params.get("records") or float("inf")
     if window <= 1:  # one publish in flight: each waits for its acknowledgement
-        while time.time() < end:
+        while time.time() < end and tally.delivered + tally.failed < limit:
             sent = time.time()
             try:
                 await js.publish(subject, payload)
@@ -140,7 +142,9 @@ async def nats(params: dict[str, Any]) -> dict[str, Any]:
 
             return on_done
 
-        while time.time() < end:
+        sent_count = 0
+        while time.time() < end and sent_count < limit:
+            sent_count += 1
             await room.acquire()
             sent = time.time()
             future = await js.publish_async(subject, payload)
