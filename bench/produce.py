@@ -30,10 +30,11 @@ In one run:
   each, then VmRSS of every broker from /proc.
 * Restart: one broker SIGKILLed, the others left to drop it from every ISR
   (fencing), then started again. From its spawn: `restart_listening_s` (its
-  Kafka listener accepts a connection), `restart_unfenced_s` (its own Metadata
-  answer lists it among the live brokers), `restart_serving_s` (its Metadata
-  answer shows it back in the ISR of every one of its replicas: caught up, and
-  counted again by acks=all; this is the figure the goal is judged on).
+  Kafka listener accepts a connection), `restart_unfenced_s` (a surviving
+  broker's Metadata answer lists it among the live brokers), `restart_serving_s`
+  (that answer shows it back in the ISR of every one of its replicas: caught up,
+  and counted again by acks=all; and it answers Metadata itself). The goal is
+  judged on the last.
 
     .venv/bin/python bench/produce.py [--seconds 5] [--producers 1,4,16]
         [--acks 1,all] [--linger 0,5] [--replica-partitions 1000]
