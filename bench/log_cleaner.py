@@ -47,7 +47,7 @@ from broker_agent.partitions.producer_state import ProducerStateTable
 from broker_agent.partitions.record_batch import split_batches
 from broker_agent.partitions.record_codec import write_varint
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
-from quorum.log.fsutil import sync_file
+from quorum.common.fsutil import sync_file
 
 SEGMENT_BYTES = 16 << 20
 NOW_MS = 1_700_000_000_000

@@ -34,11 +34,11 @@ from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
+from quorum.common.clocks import wall_clock_ms
 from quorum.common.meta_properties import random_uuid
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import Batch, SnapshotId
 
 log = logging.getLogger("broker_agent")

@@ -104,13 +104,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum.common.config import (
-    AUTHORIZER_KEYS,
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     ConfigError,
     Endpoint,
     IntSpec,
-    authorizer_from,
     host_port,
     integer,
     known_properties,
@@ -136,7 +134,7 @@ from quorum.common.tls import (
     tls_from_properties,
 )
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
-from quorum.controller.authorizer import AuthorizerConfig
+from quorum.controller.authorizer import AUTHORIZER_KEYS, AuthorizerConfig, authorizer_from
 
 KEYS: tuple[str, ...] = (
     "node.id",
@@ -347,11 +345,6 @@ class BrokerConfig:
     @property
     def bootstrap(self) -> list[str]:
         return [e.address() for _, e in sorted(self.controllers.items())]
-
-
-def is_broker_agent_config(props: Mapping[str, str]) -> bool:
-    roles = props.get("process.roles", "").strip()
-    return roles == "broker" and "CONTROLLER://" not in props.get("listeners", "").upper()
 
 
 def listener_list(key: str, raw: str) -> tuple[tuple[str, Endpoint], ...]:

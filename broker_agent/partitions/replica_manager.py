@@ -17,6 +17,7 @@ the broker agent when it applies metadata):
         -> list[FetchPartitionResult]
     list_offsets(topic, partition, timestamp, current_leader_epoch)
         -> ListOffsetsResult(error, offset, timestamp, leader_epoch)
+    replica_offsets(...)        # the same from this replica's own log (DEBUGGING_REPLICA_ID)
     offsets_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
         -> EpochEndOffsetResult(error, leader_epoch, end_offset)
     tick() -> None              # ISR shrink by lag, retention, timed flush (also a task)
@@ -602,15 +603,29 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.high_watermark)
+
+    def replica_offsets(
+        self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
+    ) -> ListOffsetsResult:
+        """ListOffsets from Kafka's DEBUGGING_REPLICA_ID (-2), for tools: this broker's
+        own replica answers, leader or follower, from its log: -2 its log start, -1 its
+        LEO (not the HW), else the first batch at or after `timestamp` below the LEO."""
+        part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
+        if part is None:
+            return ListOffsetsResult(error, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.log.log_end_offset)
+
+    def _offset_at(self, part: Partition, timestamp: int, end: int) -> ListOffsetsResult:
+        """The lookup both callers share, over the log below `end` (HW or LEO)."""
         plog = part.log
         if timestamp == EARLIEST_TIMESTAMP:
             offset = plog.log_start_offset
             return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
         if timestamp == LATEST_TIMESTAMP:
-            offset = part.high_watermark
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
+            return ListOffsetsResult(ErrorCode.none, end, -1, self._epoch_at(part, end - 1))
         for header in plog.batch_headers():
-            if header.base_offset >= part.high_watermark:
+            if header.base_offset >= end:
                 break
             if header.max_timestamp >= timestamp:
                 return ListOffsetsResult(
