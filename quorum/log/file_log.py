@@ -473,6 +473,11 @@ class FileLogStore:
         stored = LeaderEpochCache.load(self._epochs.path)
         if stored is not None and stored.entries == derived.entries:
             return stored
+        if stored is None and not derived.entries and not self._epochs.path.exists():
+            # A new, empty log: no file already means an empty cache, and writing
+            # one cost two fsyncs, most of creating a log (a broker given 1,000
+            # partitions at once spent seconds of its event loop on them).
+            return derived
         if stored is not None and self.offset_gaps and _agrees(stored, epoch_starts):
             # Compaction may have removed an epoch's first batches (or all of
             # them): the stored cache still knows where each epoch began.
