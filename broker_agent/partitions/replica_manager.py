@@ -426,7 +426,14 @@ class ReplicaManager:
         deadline = loop.time() + max_wait_ms / 1000  # a real wait, whatever the clock
         first_hws: list[int] | None = None
         while True:
-            waits = [p.changed for p in self.partitions.values()]
+            # Only the requested partitions can change this answer: waiting on every
+            # hosted one cost a task per partition per parked fetch at each wake-up
+            # (100 consumers on a 100-partition topic: seconds of a broker's CPU).
+            waits = [
+                part.changed
+                for request in partitions
+                if (part := self.partitions.get((request.topic, request.partition))) is not None
+            ]
             results = [self._fetch_one(replica_id, request) for request in partitions]
             size = sum(len(r.records) for r in results)
             hws = [r.high_watermark for r in results]
@@ -447,6 +454,9 @@ class ReplicaManager:
             if done:
                 return self._trim(results, max_bytes)
             remaining = (deadline - loop.time()) * 1000
+            if not waits:  # nothing asked for is hosted here: only the deadline ends it
+                await asyncio.sleep(remaining / 1000)
+                continue
             wakers = [asyncio.ensure_future(e.wait()) for e in waits]
             try:
                 await asyncio.wait(
