@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import struct
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -38,12 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kio.schema.errors import ErrorCode
-from report import emit, say
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
+from report import emit, process_cpu_s, say
 
+from broker_agent.kafka import codec
 from broker_agent.kafka.versions import ApiKey
 from tests.integration.controller_cluster import Cluster, ctl_json
 from tests.integration.groups_cluster import bootstrap, find_coordinator, groups_cluster
-from tests.integration.kafka_wire import KafkaSocket, wait_for_topic_everywhere
+from tests.integration.kafka_wire import wait_for_topic_everywhere
 
 
 def settled(consumers: list[object], partitions: int) -> bool:
@@ -153,69 +157,150 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
         await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
 
 
-def commits_per_second(cluster: Cluster, seconds: float, connections: int) -> None:
-    ctl_json(
-        cluster,
-        "topics",
-        "create",
-        "bench-commits",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    )
-    wait_for_topic_everywhere(cluster, "bench-commits")
-    group = "bench-commit-group"
-    coordinator = find_coordinator(cluster, group)
-    counts = [0] * connections
-    errors: list[str] = []
-    stop = time.monotonic() + seconds
+SENTINEL_OFFSET = 0x0123456789ABCDEF
+IDLE_S = 3.0
 
-    def run(i: int) -> None:
-        with KafkaSocket("127.0.0.1", cluster.brokers[coordinator].port, timeout_s=30) as s:
-            offset = 0
-            while time.monotonic() < stop:
-                offset += 1
-                answer = s.request(
-                    ApiKey.OFFSET_COMMIT,
-                    8,
+
+class CommitFrames:
+    """OffsetCommit v8 frames (one partition, generation -1) made from one template
+    encoded by kio: each request only patches its correlation id and offset in, so
+    the load generator spends microseconds per commit, not the coordinator's share."""
+
+    def __init__(self, group: str, topic: str, partition: int) -> None:
+        cls = codec.request_class(ApiKey.OFFSET_COMMIT, 8)
+        body = codec.build(
+            cls,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
                     {
-                        "group_id": group,
-                        "generation_id_or_member_epoch": -1,
-                        "member_id": "",
-                        "group_instance_id": None,
-                        "topics": [
+                        "name": topic,
+                        "partitions": [
                             {
-                                "name": "bench-commits",
-                                "partitions": [
-                                    {
-                                        "partition_index": 0,
-                                        "committed_offset": offset,
-                                        "committed_leader_epoch": -1,
-                                        "committed_metadata": None,
-                                    }
-                                ],
+                                "partition_index": partition,
+                                "committed_offset": SENTINEL_OFFSET,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": None,
                             }
                         ],
-                    },
-                )
-                code = answer.topics[0].partitions[0].error_code
-                if code != ErrorCode.none:
-                    errors.append(str(code))
-                counts[i] += 1
+                    }
+                ],
+            },
+        )
+        header = RequestHeader(
+            request_api_key=i16(ApiKey.OFFSET_COMMIT),
+            request_api_version=i16(8),
+            correlation_id=i32(0),
+            client_id="bench",
+        )
+        self.template = codec.encode_request(header, body)
+        self.offset_at = self.template.index(struct.pack(">q", SENTINEL_OFFSET))
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(connections)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
+    def frame(self, correlation_id: int, offset: int) -> bytes:
+        out = bytearray(self.template)
+        struct.pack_into(">i", out, 8, correlation_id)  # size, api key, version, then it
+        struct.pack_into(">q", out, self.offset_at, offset)
+        return bytes(out)
+
+
+def commit_error(frame: bytes) -> int:
+    _, body = codec.decode_response(frame, ApiKey.OFFSET_COMMIT, 8)
+    return int(body.topics[0].partitions[0].error_code)
+
+
+async def commit_loop(
+    port: int, frames: CommitFrames, stop_at: float, counts: list[int], i: int, errors: list[int]
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    ok_tail: bytes | None = None  # an answer without error, past its correlation id
+    try:
+        correlation = 0
+        while time.monotonic() < stop_at:
+            correlation += 1
+            writer.write(frames.frame(correlation, correlation))
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            answer = await reader.readexactly(size)
+            if struct.unpack_from(">i", answer)[0] != correlation:
+                raise AssertionError("answers out of order")
+            if answer[4:] != ok_tail:
+                code = commit_error(answer)
+                if code != ErrorCode.none:
+                    errors.append(code)
+                    continue
+                ok_tail = answer[4:]
+            counts[i] += 1
+    finally:
+        writer.close()
+
+
+def coordinator_groups(cluster: Cluster, count: int) -> tuple[int, list[str]]:
+    """`count` group ids whose coordinator is one broker (spread over the offsets
+    partitions it leads, as many groups of one coordinator would be)."""
+    coordinator = find_coordinator(cluster, "bench-commit-group-0")
+    groups = []
+    for n in range(10 * count + 100):
+        group = f"bench-commit-group-{n}"
+        if find_coordinator(cluster, group) == coordinator:
+            groups.append(group)
+        if len(groups) == count:
+            return coordinator, groups
+    raise AssertionError(f"fewer than {count} groups on broker {coordinator}")
+
+
+def commits_per_second(cluster: Cluster, seconds: float, connections: int, groups: int) -> None:
+    """OffsetCommit requests of one partition each, `connections` at once (each one
+    request in flight at a time, as a consumer commits), over `groups` groups of one
+    coordinator; with the coordinator's CPU per commit, so a figure from a shared
+    machine can be read as the capacity of one core."""
+    topic = "bench-commits"
+    if not any(t["Topic"] == topic for t in ctl_json(cluster, "topics", "list")):
+        ctl_json(cluster, "topics", "create", topic, "--partitions", "1",
+                 "--replication-factor", "3")  # fmt: skip
+        wait_for_topic_everywhere(cluster, topic)
+    coordinator, names = coordinator_groups(cluster, groups)
+    frames = [CommitFrames(names[i % groups], topic, 0) for i in range(connections)]
+    port = cluster.brokers[coordinator].port
+    counts = [0] * connections
+    errors: list[int] = []
+
+    async def run() -> float:
+        started = time.monotonic()
+        stop_at = started + seconds
+        await asyncio.gather(
+            *(commit_loop(port, frames[i], stop_at, counts, i, errors) for i in range(connections))
+        )
+        return time.monotonic() - started
+
+    pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen is not None}
+    # What the brokers burn with no commits (heartbeats, metadata, replica fetches
+    # of idle partitions), subtracted so the per-commit cost is the commits' own.
+    idle_before = {b: process_cpu_s(pid) for b, pid in pids.items()}
+    time.sleep(IDLE_S)
+    cpu_before = {b: process_cpu_s(pid) for b, pid in pids.items()}
+    idle_rate = {b: (cpu_before[b] - idle_before[b]) / IDLE_S for b in pids}
+    own_before = time.process_time()
+    elapsed = asyncio.run(run())
+    total = max(sum(counts), 1)
+    used = {
+        b: max(process_cpu_s(pid) - cpu_before[b] - idle_rate[b] * elapsed, 0.0)
+        for b, pid in pids.items()
+    }
+    coordinator_cpu = used[coordinator]
+    followers_cpu = sum(cpu for b, cpu in used.items() if b != coordinator)
     emit(
         measurement="offset_commits_per_s",
         connections=connections,
+        groups=groups,
         commits_per_s=round(sum(counts) / elapsed),
         errors=len(errors),
+        coordinator_cpu_us_per_commit=round(coordinator_cpu / total * 1e6),
+        followers_cpu_us_per_commit=round(followers_cpu / total * 1e6),
+        client_cpu_us_per_commit=round((time.process_time() - own_before) / total * 1e6),
+        commits_per_coordinator_cpu_s=round(total / max(coordinator_cpu, 1e-9)),
+        load_average=round(os.getloadavg()[0], 1),
     )
 
 
@@ -223,14 +308,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", default="10,100", help="group sizes, comma-separated")
     parser.add_argument("--commit-seconds", type=float, default=5.0)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument(
+        "--connections", default="16,64", help="commit connections, comma-separated"
+    )
+    parser.add_argument("--commit-groups", default="1,8", help="groups of one coordinator")
     parser.add_argument("--no-failover", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as root:
         say("starting three controllers and three brokers")
         with groups_cluster(Path(root)) as cluster:
             find_coordinator(cluster, "warm-up")  # creates __consumer_offsets
-            commits_per_second(cluster, args.commit_seconds, args.connections)
+            for groups in (int(g) for g in args.commit_groups.split(",")):
+                for connections in (int(c) for c in args.connections.split(",")):
+                    commits_per_second(cluster, args.commit_seconds, connections, groups)
             for size in (int(s) for s in args.members.split(",")):
                 say(f"{size} members")
                 asyncio.run(rebalances(cluster, size, kill=not args.no_failover))
