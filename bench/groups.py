@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -43,11 +45,18 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.static.primitive import i16, i32
 from report import emit, process_cpu_s, say
 
+from broker_agent.groups.placement import OFFSETS_TOPIC, partition_for
 from broker_agent.kafka import codec
 from broker_agent.kafka.versions import ApiKey
-from tests.integration.controller_cluster import Cluster, ctl_json
-from tests.integration.groups_cluster import bootstrap, find_coordinator, groups_cluster
-from tests.integration.kafka_wire import wait_for_topic_everywhere
+from tests.integration.controller_cluster import Cluster, Proc, ctl_json
+from tests.integration.groups_cluster import (
+    OFFSETS_PARTITIONS,
+    bootstrap,
+    find_coordinator,
+    groups_cluster,
+    offsets_leader,
+)
+from tests.integration.kafka_wire import KafkaSocket, wait_for_topic_everywhere
 
 
 def settled(consumers: list[object], partitions: int) -> bool:
@@ -64,6 +73,22 @@ async def wait_settled(consumers: list[object], partitions: int, timeout_s: floa
             return time.monotonic() - started
         await asyncio.sleep(0.01)
     raise TimeoutError("no settled assignment")
+
+
+def rebalance_seconds(broker: Proc) -> tuple[float, float]:
+    """The coordinator's rebalance histogram: (sum of seconds, count)."""
+    values = broker.metrics()
+    name = "quorum_broker_group_rebalance_seconds"
+    return values.get(f"{name}_sum", 0.0), values.get(f"{name}_count", 0.0)
+
+
+def coordinator_part(broker: Proc, before: tuple[float, float]) -> float | None:
+    """The coordinator's own share of the rebalances since `before`: from the
+    join or leave that started one to the leader's assignment (its metric), so a
+    figure that the members' process makes slow can be told apart."""
+    total, count = rebalance_seconds(broker)
+    done = count - before[1]
+    return round((total - before[0]) / done, 3) if done else None
 
 
 async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
@@ -91,7 +116,9 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=500,
             enable_auto_commit=False,
-            metadata_max_age_ms=5000,
+            # Nothing is produced: idle fetches long-poll 5 s (not 0.5 s), so that
+            # 500 members' fetches do not crowd out their heartbeats and joins.
+            fetch_max_wait_ms=5000,
             request_timeout_ms=40_000,
         )
 
@@ -99,7 +126,9 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
     await asyncio.gather(*(c.start() for c in consumers))
     try:
         await wait_settled(consumers, members + 1)
+        coordinator = cluster.brokers[find_coordinator(cluster, group)]
         late = member()
+        before = rebalance_seconds(coordinator)
         started = time.monotonic()
         await late.start()
         consumers.append(late)
@@ -108,8 +137,11 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             measurement="join_rebalance_s",
             members=members + 1,
             seconds=round(time.monotonic() - started, 3),
+            coordinator_rebalance_s=coordinator_part(coordinator, before),
+            load_average=round(os.getloadavg()[0], 1),
         )
         gone = consumers.pop(0)
+        before = rebalance_seconds(coordinator)
         started = time.monotonic()
         await gone.stop()
         await wait_settled(consumers, members + 1)
@@ -117,37 +149,12 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             measurement="leave_rebalance_s",
             members=members,
             seconds=round(time.monotonic() - started, 3),
+            coordinator_rebalance_s=coordinator_part(coordinator, before),
+            load_average=round(os.getloadavg()[0], 1),
         )
         if kill:
-            coordinator = find_coordinator(cluster, group)
-            proc = cluster.brokers[coordinator]
-            assert proc.popen is not None
-            started = time.monotonic()
-            proc.popen.send_signal(signal.SIGKILL)
-            proc.popen.wait(10)
-            # The new leader of the offsets partition loads the group (Stable, its
-            # members and assignments from the log): members that find it through
-            # FindCoordinator heartbeat on without a rebalance. Done once every
-            # member's coordinator is the new one and the assignment is whole.
-            survivor = next(b for b in cluster.brokers if b != coordinator)
-            new = coordinator
-            while new == coordinator:  # until the controller has moved the leadership
-                await asyncio.sleep(0.05)
-                new = await asyncio.to_thread(find_coordinator, cluster, group, survivor)
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                moved = all(c._coordinator.coordinator_id == new for c in consumers)  # type: ignore[attr-defined]
-                if moved and settled(consumers, members + 1):
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise TimeoutError("members never moved to the new coordinator")
-            emit(
-                measurement="coordinator_failover_s",
-                members=members,
-                seconds=round(time.monotonic() - started, 3),
-            )
-            cluster.start_brokers(coordinator)
+            await failover(cluster, group, consumers, members)
+            cluster.start_brokers(find_killed(cluster))
             cluster.wait_until(
                 lambda: all(r["State"] == "ONLINE" for r in ctl_json(cluster, "brokers", "list")),
                 60,
@@ -155,6 +162,84 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             )
     finally:
         await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
+
+
+def find_killed(cluster: Cluster) -> int:
+    return next(b for b, p in cluster.brokers.items() if not p.alive())
+
+
+async def failover(cluster: Cluster, group: str, consumers: list[Any], members: int) -> None:
+    """SIGKILL the coordinator's broker; measure, from the kill: when the group's
+    offsets partition has a new leader in a survivor's metadata (the controller
+    fences the silent broker after `broker.session.timeout.ms`, then elects), when
+    each member talks to the new coordinator, and when all do with a whole
+    assignment. The new leader loads the group (Stable, its members and assignments
+    from the log): members that find it through FindCoordinator heartbeat on
+    without a rebalance. The new coordinator's own load time is read from its log."""
+    coordinator = find_coordinator(cluster, group)
+    proc = cluster.brokers[coordinator]
+    assert proc.popen is not None
+    partition = partition_for(group, OFFSETS_PARTITIONS)
+    started = time.monotonic()
+    proc.popen.send_signal(signal.SIGKILL)
+    proc.popen.wait(10)
+    elected: dict[str, float] = {}
+
+    def watch_leader() -> None:
+        while time.monotonic() - started < 180:
+            try:
+                leader = offsets_leader(cluster, partition)
+            except OSError:
+                leader = -1
+            if leader >= 0 and leader != coordinator:
+                elected["at"], elected["leader"] = time.monotonic(), float(leader)
+                break
+            time.sleep(0.02)
+        # The new coordinator answers FindCoordinator itself once it has loaded.
+        while time.monotonic() - started < 180:
+            with KafkaSocket("127.0.0.1", cluster.brokers[int(elected["leader"])].port) as s:
+                answer = s.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+            if answer.error_code == ErrorCode.none:
+                elected["ready"] = time.monotonic()
+                return
+            time.sleep(0.01)
+
+    watcher = asyncio.create_task(asyncio.to_thread(watch_leader))
+    moved_at: dict[int, float] = {}
+    deadline = started + 180
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        for i, c in enumerate(consumers):
+            node = c._coordinator.coordinator_id
+            if i not in moved_at and node is not None and node != coordinator:
+                moved_at[i] = now
+        if len(moved_at) == len(consumers) and settled(consumers, members + 1):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise TimeoutError("members never moved to the new coordinator")
+    done = time.monotonic()
+    await watcher
+    new = int(elected["leader"])
+    loads = re.findall(
+        rf"loaded {OFFSETS_TOPIC}-{partition} .* in (\d+) ms", cluster.brokers[new].log_text()
+    )
+    moved = sorted(t - elected["at"] for t in moved_at.values())
+    emit(
+        measurement="coordinator_failover_s",
+        members=members,
+        seconds=round(done - started, 3),
+        leader_elected_s=round(elected["at"] - started, 3),
+        coordinator_ready_after_election_s=round(elected["ready"] - elected["at"], 3),
+        after_election_s=round(done - elected["at"], 3),
+        new_coordinator_load_ms=int(loads[-1]) if loads else None,
+        members_moved_after_election_s={
+            "first": round(moved[0], 3),
+            "median": round(moved[len(moved) // 2], 3),
+            "last": round(moved[-1], 3),
+        },
+        load_average=round(os.getloadavg()[0], 1),
+    )
 
 
 SENTINEL_OFFSET = 0x0123456789ABCDEF
