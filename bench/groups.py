@@ -39,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
 
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
@@ -83,9 +84,11 @@ def rebalance_seconds(broker: Proc) -> tuple[float, float]:
 
 
 def coordinator_part(broker: Proc, before: tuple[float, float]) -> float | None:
-    """The coordinator's own share of the rebalances since `before`: from the
-    join or leave that started one to the leader's assignment (its metric), so a
-    figure that the members' process makes slow can be told apart."""
+    """The rebalances since `before` as the coordinator's metric times them: from
+    the join or leave that started one to the leader's assignment, the others'
+    rejoins (after their next heartbeat) included, but not the new member's own
+    start-up nor the members' handling of their answers, so a figure that the
+    members' one process makes slow can be told apart."""
     total, count = rebalance_seconds(broker)
     done = count - before[1]
     return round((total - before[0]) / done, 3) if done else None
