@@ -8,17 +8,23 @@ the integration tests start one. Then:
   event loop) of one group on a topic of N partitions have settled; one more
   member starts; the time from its start until every member holds its new
   assignment (all N+1 assignments disjoint and covering the topic, each member
-  with at least one partition when partitions allow).
+  with at least one partition when partitions allow); beside it, the same
+  rebalance as the coordinator's metric times it.
 * `leave_rebalance_s{members=N}`: one member stops (LeaveGroup); the time until
   the others hold the new assignment.
 * `coordinator_failover_s{members=N}`: the coordinator's broker is SIGKILLed; the
   time until every member talks to the new coordinator (the leader of the
   group's offsets partition, elected once the controller has fenced the killed
-  broker: `broker.session.timeout.ms`, 9 s) and holds a full assignment.
+  broker: `broker.session.timeout.ms`, 9 s) and holds a full assignment; split
+  into the election, the new coordinator's readiness and the members' moves.
 * `offset_commits_per_s`: OffsetCommit requests (one partition each, acks=all
-  to RF 3) from `--connections` connections at once, to one coordinator.
+  to RF 3) from `--connections` connections at once, to groups of one
+  coordinator, with each broker's CPU per commit.
+* `brokers_cpu_s` (with `--no-failover`): each broker's CPU over a group size's
+  rebalances.
 
-    .venv/bin/python bench/groups.py [--members 10,100] [--commit-seconds 5]
+    .venv/bin/python bench/groups.py [--members 10,100,500] [--commit-seconds 5]
+        [--connections 16,64] [--commit-groups 1,8] [--no-failover]
 
 One JSON object per measurement on stdout; progress on stderr.
 """
@@ -395,7 +401,7 @@ def commits_per_second(cluster: Cluster, seconds: float, connections: int, group
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", default="10,100", help="group sizes, comma-separated")
-    parser.add_argument("--commit-seconds", type=float, default=5.0)
+    parser.add_argument("--commit-seconds", type=float, default=5.0, help="0: no commits")
     parser.add_argument(
         "--connections", default="16,64", help="commit connections, comma-separated"
     )
@@ -408,10 +414,21 @@ def main() -> None:
             find_coordinator(cluster, "warm-up")  # creates __consumer_offsets
             for groups in (int(g) for g in args.commit_groups.split(",")):
                 for connections in (int(c) for c in args.connections.split(",")):
-                    commits_per_second(cluster, args.commit_seconds, connections, groups)
-            for size in (int(s) for s in args.members.split(",")):
+                    if args.commit_seconds > 0:
+                        commits_per_second(cluster, args.commit_seconds, connections, groups)
+            for size in (int(s) for s in args.members.split(",") if s):
                 say(f"{size} members")
+                pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen}
+                before = {b: process_cpu_s(pid) for b, pid in pids.items()}
                 asyncio.run(rebalances(cluster, size, kill=not args.no_failover))
+                if args.no_failover:  # the same processes throughout
+                    emit(
+                        measurement="brokers_cpu_s",
+                        members=size,
+                        seconds={
+                            b: round(process_cpu_s(pid) - before[b], 1) for b, pid in pids.items()
+                        },
+                    )
 
 
 if __name__ == "__main__":
