@@ -24,9 +24,9 @@ from broker_agent.partitions.record_batch import (
     stamp,
 )
 from broker_agent.replication.epochs import EpochEndOffset, EpochEntry, end_offset_for_epoch
+from quorum.common.fsutil import write_atomically
 from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import FileLogStore
-from quorum.log.fsutil import write_atomically
 from quorum.raft.records import SnapshotId
 
 KAFKA_DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
