@@ -17,6 +17,7 @@ the broker agent when it applies metadata):
         -> list[FetchPartitionResult]
     list_offsets(topic, partition, timestamp, current_leader_epoch)
         -> ListOffsetsResult(error, offset, timestamp, leader_epoch)
+    replica_offsets(...)        # the same from this replica's own log (DEBUGGING_REPLICA_ID)
     offsets_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
         -> EpochEndOffsetResult(error, leader_epoch, end_offset)
     tick() -> None              # ISR shrink by lag, retention, timed flush (also a task)
@@ -615,6 +616,30 @@ class ReplicaManager:
                     header.max_timestamp,
                     header.partition_leader_epoch,
                 )
+        return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
+
+    def replica_offsets(
+        self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
+    ) -> ListOffsetsResult:
+        """ListOffsets from Kafka's DEBUGGING_REPLICA_ID (-2), for tools: this broker's
+        own replica answers, leader or follower, from its log: -2 its log start, -1 its
+        LEO (not the HW), else the first batch at or after `timestamp` below the LEO."""
+        part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
+        if part is None:
+            return ListOffsetsResult(error, -1, -1, -1)
+        plog = part.log
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = plog.log_start_offset
+            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
+        if timestamp == LATEST_TIMESTAMP:
+            offset = plog.log_end_offset
+            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
+        for header in plog.batch_headers():
+            if header.max_timestamp >= timestamp:
+                return ListOffsetsResult(
+                    ErrorCode.none, header.base_offset, header.max_timestamp,
+                    header.partition_leader_epoch,
+                )  # fmt: skip
         return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
 
     @staticmethod

@@ -220,6 +220,10 @@ class QuorumController:
             self.errors += 1
             raise ControllerError(ApiError.INVALID_REQUEST, "; ".join(problems))
         raft = self.raft
+        # Only the active controller's log holds every committed record: a
+        # follower behind the broker must answer NOT_CONTROLLER, not claim the
+        # broker's cache is from another log.
+        await self.queue.wait_active()
         if request.fetch_offset > raft.log_end_offset:
             raise ControllerError(
                 ApiError.OFFSET_OUT_OF_RANGE,
@@ -393,7 +397,7 @@ class QuorumController:
         sessions, now, active = registry.sessions, registry.clock(), self.queue.active
         for broker_id in sorted(image.brokers):
             b = image.brokers[broker_id]
-            host, port = (b.endpoints[0][1], b.endpoints[0][2]) if b.endpoints else ("", 0)
+            _, host, port, protocol = b.endpoints[0] if b.endpoints else ("", "", 0, "")
             response.brokers.add(
                 broker_id=broker_id,
                 host=host,
@@ -405,6 +409,7 @@ class QuorumController:
                 state=b.state,
                 incarnation_id=b.incarnation_id,
                 log_dirs=b.log_dirs,
+                security_protocol=protocol,
             )
             session = sessions.get(broker_id) if active else None
             if session is not None:
