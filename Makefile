@@ -8,6 +8,9 @@ STAMP := $(VENV)/.installed
 PROTOS := $(wildcard proto/*.proto)
 GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
+# The suite runs in a random order (pytest-randomly), its seed printed at the start
+# and the end; `make test SEED=N` replays that order.
+SEED ?=
 HELM := .tools/bin/helm
 
 .PHONY: run sim test setup proto lint bench clean promtool java kcat
@@ -73,7 +76,8 @@ test: setup promtool kcat
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log
 	$(VENV)/bin/mypy --strict --explicit-package-bases broker_agent/replication
 	$(VENV)/bin/mypy --strict --explicit-package-bases $(GROUPS_CORE)
-	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q
+	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q -p randomly \
+	  $(if $(SEED),--randomly-seed=$(SEED))
 
 lint: setup
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy --strict quorum/raft quorum/log

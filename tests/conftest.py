@@ -1,6 +1,9 @@
 """Every test fails on errors nobody explained in the logs of the processes it
 started (see `process_logs.py`; declare expected ones with
-`@pytest.mark.expected_log_errors(regex, ...)`)."""
+`@pytest.mark.expected_log_errors(regex, ...)`).
+
+The suite runs in a random order (pytest-randomly): the seed is printed at the
+start and the end of a run, and `--randomly-seed=N` (`make test SEED=N`) replays it."""
 
 from __future__ import annotations
 
@@ -16,6 +19,34 @@ def pytest_configure(config: pytest.Config) -> None:
         "expected_log_errors(*regexes): ERROR lines or tracebacks the test causes on "
         "purpose in the logs of processes it starts (each regex searched per line)",
     )
+
+
+def _order_seed(config: pytest.Config) -> int | None:
+    """The shuffle's seed, or None when pytest-randomly is off (`-p no:randomly`)."""
+    if not config.pluginmanager.hasplugin("randomly"):
+        return None
+    seed = config.getoption("randomly_seed", None)
+    return seed if isinstance(seed, int) else None
+
+
+def _say_seed(config: pytest.Config) -> None:
+    seed = _order_seed(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if seed is None or reporter is None or hasattr(config, "workerinput"):
+        return
+    reporter.write_line(
+        f"test order: --randomly-seed={seed} (replay with `make test SEED={seed}` "
+        f"or `pytest -p randomly --randomly-seed={seed} ...`)"
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Printed even under `-q`, which hides pytest-randomly's own header line."""
+    _say_seed(session.config)
+
+
+def pytest_terminal_summary(config: pytest.Config) -> None:
+    _say_seed(config)
 
 
 def _expected(node: pytest.Item | pytest.Collector) -> list[str]:

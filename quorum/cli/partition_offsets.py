@@ -90,7 +90,10 @@ class PartitionOffsets:
         return max(0, top - own)
 
 
-def _request(replica_id: int, timestamp: int, partitions: Iterable[TopicPartition]) -> Any:
+def list_offsets_request(
+    replica_id: int, timestamp: int, partitions: Iterable[TopicPartition]
+) -> Any:
+    """One ListOffsets (v7) for `partitions`, grouped by topic as the schema wants."""
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(partition)
@@ -143,10 +146,10 @@ def _ask(
         context = ssl_context(tls) if address.security_protocol == "SSL" else None
         with KafkaConnection(address.host, address.port, timeout_s, context) as conn:
             if hosted:
-                out.log_end = _answers(conn, _request(DEBUGGING, LATEST, hosted))
+                out.log_end = _answers(conn, list_offsets_request(DEBUGGING, LATEST, hosted))
             if led:
-                out.high_watermark = _answers(conn, _request(CONSUMER, LATEST, led))
-                out.log_start = _answers(conn, _request(DEBUGGING, EARLIEST, led))
+                out.high_watermark = _answers(conn, list_offsets_request(CONSUMER, LATEST, led))
+                out.log_start = _answers(conn, list_offsets_request(DEBUGGING, EARLIEST, led))
     except (KafkaClientError, OSError):
         pass  # unreachable, silent past the timeout, or closed: what it did not say stays unknown
     except Exception:  # an answer that does not parse must not crash the command either

@@ -1,8 +1,11 @@
 """The admin API and broker registration over real gRPC on three real controllers.
 
-One cluster serves the module's tests in order of dependency: brokers register
-and are unfenced, topics are created, then every error path runs with the image
-digest checked unchanged afterwards.
+One cluster serves most of the module's tests, in any order: each builds the state
+it asserts on through fixtures (brokers registered and unfenced, the topic `orders`)
+or under names of its own, and asserts on listings relative to what it found. The
+broker sessions outlast the module, so nothing changes with the clock between
+tests. The test that moves the leaderships of every topic (a controlled shutdown)
+and the failover test start clusters of their own.
 """
 
 from __future__ import annotations
@@ -25,13 +28,18 @@ from quorum.rpc.wire_errors import wire_error
 
 BROKERS = (1, 2, 3)
 
-# The module's tests share one cluster and build on each other, so `make test`
-# distributes tests by module (`--dist loadscope`): one worker runs them in order.
+# The module's tests share one cluster, so `make test` distributes tests by module
+# (`--dist loadscope`): one worker starts it once.
+
+# Longer than the module runs: a session that ran out would fence the brokers
+# (placement then refuses replication factor 3) and write records in the middle of
+# a test that checks an unchanged image.
+SESSIONS = {"broker.session.timeout.ms": "600000"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(Path(tmp_path_factory.mktemp("admin"))) as c:
+    with running_cluster(Path(tmp_path_factory.mktemp("admin")), extra=SESSIONS) as c:
         yield c
 
 
@@ -82,6 +90,11 @@ def heartbeat(cluster: Cluster, broker: int, epoch: int, offset: int, **flags: b
 
 @pytest.fixture(scope="module")
 def brokers(cluster: Cluster) -> dict[int, int]:
+    return online_brokers(cluster)
+
+
+def online_brokers(cluster: Cluster) -> dict[int, int]:
+    """Brokers 1-3 registered (fenced) and unfenced by a caught-up heartbeat."""
     epochs = register_brokers(cluster)
     states = {
         b.broker_id: b.state
@@ -115,13 +128,28 @@ def describe(cluster: Cluster, name: str) -> api.TopicDescription:
     return reply.topics[0]
 
 
-def test_topics_are_placed_evenly_led_by_their_first_replica_and_agree_everywhere(
-    cluster: Cluster, brokers: dict[int, int]
-) -> None:
+def create_orders(cluster: Cluster) -> api.CreatableTopicResult:
+    """`orders`: 6 partitions over the 3 brokers, min.insync.replicas 2."""
     reply = create(cluster, api.CreatableTopic(
         name="orders", num_partitions=6, replication_factor=3,
         configs={"min.insync.replicas": "2"}))  # fmt: skip
-    result = reply.topics[0]
+    return reply.topics[0]
+
+
+@pytest.fixture(scope="module")
+def orders(cluster: Cluster, brokers: dict[int, int]) -> api.CreatableTopicResult:
+    """The shared topic; no test of the shared cluster moves its leaders or ISR."""
+    return create_orders(cluster)
+
+
+def names_listed(cluster: Cluster) -> list[str]:
+    return [t.name for t in admin(cluster, "ListTopics", api.ListTopicsRequest()).topics]
+
+
+def test_topics_are_placed_evenly_led_by_their_first_replica_and_agree_everywhere(
+    cluster: Cluster, orders: api.CreatableTopicResult
+) -> None:
+    result = orders
     assert result.error.error_code == 0, result.error
     assert (result.num_partitions, result.replication_factor) == (6, 3)
     topic = describe(cluster, "orders")
@@ -132,15 +160,16 @@ def test_topics_are_placed_evenly_led_by_their_first_replica_and_agree_everywher
         assert p.leader == p.replicas[0] and sorted(p.isr) == [1, 2, 3]
         assert p.min_isr == 2 and not p.under_min_isr
     listing = admin(cluster, "ListTopics", api.ListTopicsRequest())
-    assert [(t.name, t.partitions, t.replication_factor) for t in listing.topics] == [
-        ("orders", 6, 3)
-    ]
+    assert [
+        (t.name, t.partitions, t.replication_factor) for t in listing.topics if t.name == "orders"
+    ] == [("orders", 6, 3)]
     all_digests_agree(cluster)
 
 
 def test_a_batch_reports_each_item_and_commits_only_the_valid_ones(
-    cluster: Cluster, brokers: dict[int, int]
+    cluster: Cluster, orders: api.CreatableTopicResult
 ) -> None:
+    before = names_listed(cluster)
     reply = create(
         cluster,
         api.CreatableTopic(name="good.one", num_partitions=2, replication_factor=2),
@@ -171,11 +200,14 @@ def test_a_batch_reports_each_item_and_commits_only_the_valid_ones(
         "good_one": "NONE",
     }
     assert "collides" in next(t.warning for t in reply.topics if t.name == "good_one")
-    names = [t.name for t in admin(cluster, "ListTopics", api.ListTopicsRequest()).topics]
-    assert names == ["good.one", "good_one", "orders"]
+    names = names_listed(cluster)
+    assert [n for n in names if n not in before] == ["good.one", "good_one"]
+    assert names == sorted(names)
 
 
-def test_rejected_requests_change_nothing(cluster: Cluster, brokers: dict[int, int]) -> None:
+def test_rejected_requests_change_nothing(
+    cluster: Cluster, brokers: dict[int, int], orders: api.CreatableTopicResult
+) -> None:
     before = leader_state(cluster)
     orders = describe(cluster, "orders")
     part = orders.partitions[0]
@@ -266,7 +298,7 @@ def test_rejected_requests_change_nothing(cluster: Cluster, brokers: dict[int, i
 
 
 def test_a_standby_controller_answers_not_controller_with_the_active_address(
-    cluster: Cluster, brokers: dict[int, int]
+    cluster: Cluster, orders: api.CreatableTopicResult
 ) -> None:
     view = cluster.wait_for_leader()
     standby = next(p for i, p in cluster.procs.items() if i != view.leader_id)
@@ -296,7 +328,10 @@ def test_a_standby_controller_answers_not_controller_with_the_active_address(
 def test_configs_acls_producer_ids_and_features_round_trip(
     cluster: Cluster, brokers: dict[int, int]
 ) -> None:
-    topic = api.AlterConfigsResource(resource_type=api.TOPIC, resource_name="orders", configs=[
+    made = create(cluster, api.CreatableTopic(name="configured", num_partitions=1,
+                                              replication_factor=1))  # fmt: skip
+    assert made.topics[0].error.error_code == 0, made.topics[0].error
+    topic = api.AlterConfigsResource(resource_type=api.TOPIC, resource_name="configured", configs=[
         api.AlterableConfig(name="retention.ms", op=api.SET, value="3600000"),
         api.AlterableConfig(name="cleanup.policy", op=api.APPEND, value="compact")])  # fmt: skip
     reply = admin(cluster, "IncrementalAlterConfigs",
@@ -309,7 +344,7 @@ def test_configs_acls_producer_ids_and_features_round_trip(
             resources=[
                 api.DescribeConfigsResource(
                     resource_type=api.TOPIC,
-                    resource_name="orders",
+                    resource_name="configured",
                     names=["retention.ms", "cleanup.policy", "segment.ms"],
                 )
             ]
@@ -366,9 +401,18 @@ def test_configs_acls_producer_ids_and_features_round_trip(
     all_digests_agree(cluster)
 
 
-def test_isr_changes_controlled_shutdown_and_preferred_election(
-    cluster: Cluster, brokers: dict[int, int]
-) -> None:
+@pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """For a test that changes what every topic's partitions look like."""
+    with running_cluster(tmp_path, extra=SESSIONS) as c:
+        yield c
+
+
+def test_isr_changes_controlled_shutdown_and_preferred_election(own_cluster: Cluster) -> None:
+    cluster = own_cluster
+    brokers = online_brokers(cluster)
+    created = create_orders(cluster)
+    assert created.error.error_code == 0, created.error
     orders = describe(cluster, "orders")
     part = orders.partitions[0]
     leader = part.leader
@@ -417,13 +461,19 @@ def test_isr_changes_controlled_shutdown_and_preferred_election(
 
 
 def test_topics_can_be_deleted_and_grown(cluster: Cluster, brokers: dict[int, int]) -> None:
+    made = create(
+        cluster,
+        api.CreatableTopic(name="to.grow", num_partitions=2, replication_factor=2),
+        api.CreatableTopic(name="to.delete", num_partitions=1, replication_factor=1),
+    )
+    assert [t.error.error_code for t in made.topics] == [0, 0], made
     grown = admin(cluster, "CreatePartitions", api.CreatePartitionsRequest(
-        topics=[api.CreatePartitionsTopic(name="good.one", count=5)]))  # fmt: skip
+        topics=[api.CreatePartitionsTopic(name="to.grow", count=5)]))  # fmt: skip
     assert grown.topics[0].error.error_code == 0
-    assert len(describe(cluster, "good.one").partitions) == 5
-    deleted = admin(cluster, "DeleteTopics", api.DeleteTopicsRequest(names=["good_one"]))
+    assert len(describe(cluster, "to.grow").partitions) == 5
+    deleted = admin(cluster, "DeleteTopics", api.DeleteTopicsRequest(names=["to.delete"]))
     assert deleted.topics[0].error.error_code == 0
-    assert describe(cluster, "good_one").error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert describe(cluster, "to.delete").error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
     all_digests_agree(cluster)
 
 
@@ -498,15 +548,23 @@ async def stream_creates(cluster: Cluster, acknowledged: list[str]) -> dict[str,
 def test_controller_metrics_count_topics_partitions_and_the_active_controller(
     cluster: Cluster, brokers: dict[int, int]
 ) -> None:
+    made = create(cluster, api.CreatableTopic(name="counted", num_partitions=2,
+                                              replication_factor=2))  # fmt: skip
+    assert made.topics[0].error.error_code == 0, made.topics[0].error
     leader = cluster.wait_for_leader().leader_id
     listing = admin(cluster, "ListTopics", api.ListTopicsRequest())
     partitions = sum(t.partitions for t in listing.topics)
 
     def counted() -> bool:
+        # The gauges are refreshed every few seconds: wait for a walk that saw
+        # this test's topic and the brokers registered before it.
         m = cluster.procs[leader].metrics()
         return (
             m.get("quorum_controller_global_topics") == len(listing.topics)
             and m.get("quorum_controller_global_partitions") == partitions
+            and m.get("quorum_controller_active_brokers", 0)
+            + m.get("quorum_controller_fenced_brokers", 0)
+            == len(brokers)
         )
 
     cluster.wait_until(counted, 15, "controller gauges to refresh")

@@ -1,13 +1,16 @@
 """Three controllers and three broker agents, all real processes over real gRPC.
 
-The module's tests share one cluster and run in order (`--dist loadscope`): all
-brokers come ONLINE; a killed broker is fenced within its session and its
-leaderships and ISR places move; it comes back FENCED, catches up, goes ONLINE
-and is put back into ISRs by the leaders' AlterPartition; a SIGTERM'd broker
-hands its leaderships over before it exits; a controller failover fences
+The module's tests share one cluster (`--dist loadscope` keeps them on one
+worker) and run in any order: before each test every process runs, every broker
+is ONLINE, the topics `orders` and `strict` have full ISRs and their preferred
+leaders (`settled`), and each test makes the rest of the state it asserts on.
+All brokers come ONLINE; a killed broker is fenced within its session and its
+leaderships and ISR places move; a restarted one comes back FENCED, catches up,
+goes ONLINE and is put back into ISRs by the leaders' AlterPartition; a SIGTERM'd
+broker hands its leaderships over before it exits; a controller failover fences
 nobody; a broker below the controllers' log start loads a snapshot; a damaged
-cache stops a broker with a clear error until it is told to rebuild. The last
-tests send malformed and stale MetadataFetch calls and check nothing changed.
+cache stops a broker with a clear error until it is told to rebuild. Malformed
+and stale MetadataFetch calls change nothing.
 """
 
 from __future__ import annotations
@@ -123,6 +126,47 @@ def wait_online(cluster: Cluster, *broker_ids: int, timeout_s: float = 20) -> No
     cluster.wait_until(online, timeout_s, f"brokers {broker_ids} ONLINE")
 
 
+@pytest.fixture(scope="module")
+def topics(cluster: Cluster) -> None:
+    """`orders` (6 partitions, min.insync.replicas 2) and `strict` (3, min 3)."""
+    wait_online(cluster, *BROKERS)
+    create_topic(cluster, TOPIC, 6, min_isr=2)
+    create_topic(cluster, "strict", 3, min_isr=3)
+
+
+@pytest.fixture(autouse=True)
+def settled(cluster: Cluster, topics: None) -> None:
+    """What every test starts from, whatever ran before it: all controllers and
+    brokers running, the brokers ONLINE and caught up, full ISRs, preferred leaders."""
+    for node_id, proc in cluster.procs.items():
+        if not proc.alive():
+            cluster.start(node_id)
+    dead = [b for b in BROKERS if not cluster.brokers[b].alive()]
+    if dead:
+        cluster.start_brokers(*dead)
+    wait_online(cluster, *BROKERS, timeout_s=30)
+    cluster.wait_until(
+        lambda: all(len(p.isr) == 3 for t in (TOPIC, "strict") for p in partitions(cluster, t)),
+        30,
+        "full ISRs (AlterPartition from the leaders)",
+    )
+    call(cluster, "admin", "ElectLeaders", api.ElectLeadersRequest(
+        election_type=api.PREFERRED))  # fmt: skip
+    for b in BROKERS:
+        cluster.wait_until(lambda b=b: caught_up(cluster, b), 15, f"broker {b} caught up")
+
+
+def kill_until_fenced(cluster: Cluster, broker_id: int) -> float:
+    """SIGKILL the broker; seconds until the controller fenced it."""
+    cluster.brokers[broker_id].popen.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+    killed = time.monotonic()
+    cluster.wait_until(
+        lambda: brokers_view(cluster)[broker_id].fenced, (SESSION_MS + HEARTBEAT_MS) / 1000 + 3,
+        f"broker {broker_id} fenced",
+    )  # fmt: skip
+    return time.monotonic() - killed
+
+
 def test_every_broker_registers_and_comes_online(cluster: Cluster) -> None:
     wait_online(cluster, *BROKERS)
     view = brokers_view(cluster)
@@ -130,8 +174,6 @@ def test_every_broker_registers_and_comes_online(cluster: Cluster) -> None:
         assert view[b].reported_state == "ONLINE"
         assert 0 <= view[b].last_heartbeat_age_ms < SESSION_MS
         assert view[b].port == cluster.brokers[b].port
-    create_topic(cluster, TOPIC, 6, min_isr=2)
-    create_topic(cluster, "strict", 3, min_isr=3)
     for b in BROKERS:
         cluster.wait_until(lambda b=b: caught_up(cluster, b), 10, f"broker {b} caught up")
     assert {p.leader for p in partitions(cluster)} == set(BROKERS)
@@ -159,13 +201,7 @@ def test_a_killed_broker_is_fenced_and_its_leaderships_and_isr_places_move(
 ) -> None:
     before = partitions(cluster)
     assert any(p.leader == 11 for p in before)
-    cluster.brokers[11].popen.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
-    killed = time.monotonic()
-    cluster.wait_until(
-        lambda: brokers_view(cluster)[11].fenced, (SESSION_MS + HEARTBEAT_MS) / 1000 + 3,
-        "broker 11 fenced",
-    )  # fmt: skip
-    fenced_after = time.monotonic() - killed
+    fenced_after = kill_until_fenced(cluster, 11)
     # Fenced no earlier than its session allows (it was heartbeating until killed).
     assert fenced_after >= SESSION_MS / 1000 - HEARTBEAT_MS / 1000 - 0.5, fenced_after
     after = partitions(cluster)
@@ -179,6 +215,7 @@ def test_a_killed_broker_is_fenced_and_its_leaderships_and_isr_places_move(
 def test_the_restarted_broker_catches_up_goes_online_and_rejoins_the_isrs(
     cluster: Cluster,
 ) -> None:
+    kill_until_fenced(cluster, 11)
     cluster.start_brokers(11)
     wait_online(cluster, 11)
     log = cluster.brokers[11].log_text()
@@ -198,10 +235,7 @@ def test_the_restarted_broker_catches_up_goes_online_and_rejoins_the_isrs(
 
 
 def test_sigterm_moves_leaderships_away_before_the_broker_exits(cluster: Cluster) -> None:
-    # Preferred leadership back first so broker 12 leads something.
-    call(cluster, "admin", "ElectLeaders", api.ElectLeadersRequest(
-        election_type=api.PREFERRED))  # fmt: skip
-    assert any(p.leader == 12 for p in partitions(cluster))
+    assert any(p.leader == 12 for p in partitions(cluster))  # preferred leaders (settled)
     proc = cluster.brokers[12]
     assert proc.popen is not None
     proc.popen.send_signal(signal.SIGTERM)

@@ -21,7 +21,7 @@ BROKERS = (21, 22, 23)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Three brokers ONLINE and a topic `orders` (4 partitions, replication 3)."""
     with cluster_with_online_brokers(
         Path(tmp_path_factory.mktemp("quorumctl-admin")), *BROKERS
@@ -29,6 +29,27 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         _create(c, "orders", "--partitions", "4", "--replication-factor", "3",
                 "--config", "min.insync.replicas=2")  # fmt: skip
         yield c
+
+
+@pytest.fixture
+def cluster(shared: Cluster) -> Cluster:
+    """The shared cluster as every test starts from it, in any order: its three
+    brokers running and ONLINE (a test that stopped and unregistered one gets it
+    back for the next: the agent registers again when it starts)."""
+    dead = [b for b in BROKERS if not shared.brokers[b].alive()]
+    if dead:
+        shared.start_brokers(*dead)
+        shared.wait_until(
+            lambda: (
+                sorted(
+                    r["Id"] for r in ctl_json(shared, "brokers", "list") if r["State"] == "ONLINE"
+                )
+                == sorted(BROKERS)
+            ),
+            30,
+            f"brokers {dead} registered and ONLINE again",
+        )
+    return shared
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ CLIENT = "client"  # the test process's own (root) namespace
 OFFLOADS = Path(__file__).with_name("offloads.py")
 CLONE_NEWNET = 0x40000000
 LIBC = ctypes.CDLL(None, use_errno=True)
+_PICKER = random.SystemRandom()  # subnets: see free_subnet
 
 
 class NamespacesUnavailable(RuntimeError):
@@ -76,7 +77,9 @@ def sweep_stale() -> None:
 def free_subnet() -> str:
     used = sh("ip", "-4", "addr") + sh("ip", "-4", "route", "show", "table", "all")
     for _ in range(100):
-        subnet = f"10.{random.randrange(100, 251)}.{random.randrange(256)}"
+        # OS entropy, not the global `random` that pytest-randomly reseeds per test:
+        # concurrent runs with one seed must not race for one subnet.
+        subnet = f"10.{_PICKER.randrange(100, 251)}.{_PICKER.randrange(256)}"
         if f"{subnet}." not in used:
             return subnet
     raise NamespacesUnavailable("no unused 10.x.y.0/24 found for the namespaces")
