@@ -13,7 +13,7 @@ SIM_SEEDS ?= 1000
 SEED ?=
 HELM := .tools/bin/helm
 
-.PHONY: run sim test setup proto lint bench clean promtool java kcat
+.PHONY: run sim test setup proto lint bench clean promtool java kcat nats-server
 
 setup: $(STAMP) $(GEN_STAMP) $(HELM) java
 
@@ -66,11 +66,19 @@ kcat:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  --no-install-recommends kcat; }
 
+# nats-server (Debian's): NATS JetStream, the peer that bench/produce.py (and its
+# smoke test) measures the brokers' produce path beside.
+
+nats-server:
+	@command -v nats-server >/dev/null || { echo "installing nats-server with apt"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends nats-server; }
+
 # The group coordinator's pure core (no I/O), held to the same bar as the Raft core.
 GROUPS_CORE = $(addprefix broker_agent/groups/,state.py group.py effects.py machine.py \
 	persist.py records.py placement.py)
 
-test: setup promtool kcat
+test: setup promtool kcat nats-server
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
 
 from report import emit, say
 
@@ -123,6 +125,7 @@ def main() -> None:
                 kafka_topics_per_s=round(kafka, 1),
                 grpc_topics_per_s=round(grpc, 1),
                 forwarding_cost=round(1 - kafka / grpc, 3),
+                load_average=[round(x, 1) for x in os.getloadavg()],
             )
 
 

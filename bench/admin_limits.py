@@ -41,8 +41,8 @@ from write_systems import QuorumSystem
 
 from quorum.admin_client import AdminClient
 from quorum.common.channels import open_channel
-from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2, admin_pb2_grpc, broker_pb2, broker_pb2_grpc
+from quorum.rpc.wire_errors import wire_error
 
 
 def rss_bytes(pid: int) -> int:

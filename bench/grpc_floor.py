@@ -32,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from report import emit, process_cpu_s
 from write_systems import free_port, wait_for
 
-from quorum.common.channels import new_server, open_channel
+from quorum.common.channels import open_channel
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.servers import new_server
 
 RECORD_BYTES = 100
 

@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from quorum.common.fsutil import sync_file
 from quorum.log.file_log import FileLogStore, PendingFlush
-from quorum.log.fsutil import sync_file
 from quorum.raft.records import Batch
 
 REPO = Path(__file__).resolve().parents[1]

@@ -135,9 +135,9 @@ class _UnaryQuorumClient:
     async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
         import grpc
 
-        from quorum.common.wire_errors import wire_error
         from quorum.controller.codec import noop
         from quorum.gen import raft_pb2
+        from quorum.rpc.wire_errors import wire_error
 
         request = raft_pb2.WriteRequest(cluster_id=self._cluster_id, records=[noop(key + value)])
         while True:

@@ -38,9 +38,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from quorum.common.channels import new_server, open_channel
+from quorum.common.channels import open_channel
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.servers import new_server
 
 MAX_BATCH_WRITES = 64
 FETCH_HOLD_S = 0.5

@@ -13,10 +13,12 @@ load first, which is pulled in chunks and installed only once its checksum holds
 
 Every committed batch applied also goes to the replica manager (when the
 broker hosts partition replicas), which becomes leader or follower of each
-partition as the image says. Without follower fetching (no `LeaderFetchClient`
-yet) the agent keeps its old rule and, as partition leader, asks the controller
-(AlterPartition) to put back into the ISR the replicas that are online again;
-with it, the replica manager moves the ISR by replication lag instead.
+partition as the image says, once the image holds this incarnation's
+registration (never on what a restarted broker's cache remembers). Without
+follower fetching (no `LeaderFetchClient` yet) the agent keeps its old rule and,
+as partition leader, asks the controller (AlterPartition) to put back into the
+ISR the replicas that are online again; with it, the replica manager moves the
+ISR by replication lag instead.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ from broker_agent.config import BrokerConfig
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
+from quorum.common.clocks import wall_clock_ms
 from quorum.common.meta_properties import random_uuid
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import Batch, SnapshotId
 
 log = logging.getLogger("broker_agent")
@@ -119,10 +121,19 @@ class BrokerAgent:
         self._isr_checked_offset = -1
         self.replicas = replicas
 
+    @property
+    def caught_up(self) -> bool:
+        """The image holds this incarnation's registration (at offset broker_epoch)."""
+        return 0 <= self.stats.broker_epoch < self.cache.next_offset
+
     def _metadata_applied(self) -> None:
-        if self.replicas is not None:
+        # Only once caught up, as Kafka's brokers publish their image: before that,
+        # the cache may still name this broker leader of partitions the controllers
+        # moved away while it was down (its registration comes after that move),
+        # and leading on it could acknowledge writes that are truncated later.
+        if self.replicas is not None and self.caught_up:
             try:
-                self.replicas.on_metadata(self.image)
+                self.replicas.on_metadata(self.image, open_in_background=True)
             except Exception:
                 log.exception("broker %d: replica manager failed to apply metadata",
                               self.config.node_id)  # fmt: skip
@@ -164,7 +175,7 @@ class BrokerAgent:
         if not await self._register():
             return 0
         self._set_state(FENCED)
-        self._metadata_applied()  # open the replicas the cached metadata assigns here
+        self._metadata_applied()  # a cache holding this incarnation's registration
         shutdown_deadline: float | None = None
         while True:
             if self.stop_requested.is_set() and self.state != STOPPING:

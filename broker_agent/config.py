@@ -43,6 +43,7 @@ Kafka's keys (same meaning, same default):
 ``group.max.size``                             Int.MAX: members per group
 ``offsets.topic.num.partitions``               50: partitions of ``__consumer_offsets``
 ``offsets.topic.replication.factor``           3: capped at the live brokers (a WARN)
+``offsets.topic.segment.bytes``                104857600: its segments (it is compacted)
 ``offsets.retention.minutes``                  10080: an empty group's offsets expire
 ``offsets.commit.timeout.ms``                  5000: an offsets write waits this long
                                                for acks=all
@@ -104,13 +105,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quorum.common.config import (
-    AUTHORIZER_KEYS,
     LONG_MAX,
     MIN_SEGMENT_BYTES,
     ConfigError,
     Endpoint,
     IntSpec,
-    authorizer_from,
     host_port,
     integer,
     known_properties,
@@ -136,7 +135,7 @@ from quorum.common.tls import (
     tls_from_properties,
 )
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
-from quorum.controller.authorizer import AuthorizerConfig
+from quorum.controller.authorizer import AUTHORIZER_KEYS, AuthorizerConfig, authorizer_from
 
 KEYS: tuple[str, ...] = (
     "node.id",
@@ -169,6 +168,7 @@ KEYS: tuple[str, ...] = (
     "group.max.size",
     "offsets.topic.num.partitions",
     "offsets.topic.replication.factor",
+    "offsets.topic.segment.bytes",
     "offsets.retention.minutes",
     "offsets.commit.timeout.ms",
     "offset.metadata.max.bytes",
@@ -223,6 +223,9 @@ _INTS: dict[str, IntSpec] = {
     "group.max.size": IntSpec("group_max_size", 2**31 - 1, 1),
     "offsets.topic.num.partitions": IntSpec("offsets_topic_num_partitions", 50, 1),
     "offsets.topic.replication.factor": IntSpec("offsets_topic_replication_factor", 3, 1),
+    "offsets.topic.segment.bytes": IntSpec(
+        "offsets_topic_segment_bytes", 100 * 1024 * 1024, MIN_SEGMENT_BYTES
+    ),
     "offsets.retention.minutes": IntSpec("offsets_retention_minutes", 7 * 24 * 60, 1),
     "offsets.commit.timeout.ms": IntSpec("offsets_commit_timeout_ms", 5_000, 1),
     "offset.metadata.max.bytes": IntSpec("offset_metadata_max_bytes", 4096, 0),
@@ -322,6 +325,7 @@ class BrokerConfig:
     group_max_size: int = 2**31 - 1
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_commit_timeout_ms: int = 5_000
     offset_metadata_max_bytes: int = 4096
@@ -347,11 +351,6 @@ class BrokerConfig:
     @property
     def bootstrap(self) -> list[str]:
         return [e.address() for _, e in sorted(self.controllers.items())]
-
-
-def is_broker_agent_config(props: Mapping[str, str]) -> bool:
-    roles = props.get("process.roles", "").strip()
-    return roles == "broker" and "CONTROLLER://" not in props.get("listeners", "").upper()
 
 
 def listener_list(key: str, raw: str) -> tuple[tuple[str, Endpoint], ...]:

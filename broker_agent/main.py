@@ -32,6 +32,7 @@ from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.admin_client import AdminError
 from quorum.common.channels import ListenerError
+from quorum.common.clocks import wall_clock_ms
 from quorum.common.config import LONG_MAX, ConfigError
 from quorum.common.meta_properties import (
     StorageFormatError,
@@ -40,7 +41,6 @@ from quorum.common.meta_properties import (
 )
 from quorum.common.version import version_line
 from quorum.log.errors import StorageError
-from quorum.log.file_log import wall_clock_ms
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
 

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from broker_agent.agent import ONLINE, STATE_NAMES, BrokerAgent
 from broker_agent.partitions.log_cleaner import CleanerStats
+from broker_agent.replica_metrics import replica_metrics
 from quorum.common.metrics_endpoint import LATENCY_BUCKETS, MetricsEndpoint
 
 
@@ -72,6 +73,7 @@ class AgentCollector(Collector):
             value=agent.stats.snapshots_loaded,
         )  # fmt: skip
         if agent.replicas is not None:
+            yield from replica_metrics(agent.replicas)
             yield from cleaner_metrics(agent.replicas.cleaner.stats, agent.replicas.clock())
 
 

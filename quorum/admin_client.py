@@ -21,10 +21,10 @@ import grpc
 
 from quorum.common.channels import exchange, open_channel
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.rpc.wire_errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.05
 MAX_THROTTLE_WAIT_MS = 5_000

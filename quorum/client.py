@@ -22,10 +22,10 @@ import grpc
 
 from quorum.common.channels import exchange, open_channel
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import WireError, wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import ErrorCode
+from quorum.rpc.wire_errors import WireError, wire_error
 
 ROUND_PAUSE_S = 0.005
 # No attempt waits longer than this for one address, so a frozen leader costs one

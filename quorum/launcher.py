@@ -35,11 +35,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_agent.config import load_broker_config
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.client import QuorumClient, QuorumUnavailableError
-from quorum.common.config import load_config, render_properties
 from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.common.node_identity import load_broker_storage
 from quorum.common.tls import TlsSettings
 from quorum.controller.authorizer import (
     CLUSTER_NAME,
@@ -49,6 +48,7 @@ from quorum.controller.authorizer import (
     Permission,
     ResourceType,
 )
+from quorum.controller_config import load_config, render_properties
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 
@@ -182,7 +182,7 @@ def prepare_brokers(
             if certs is not None:
                 props.update(tls_properties(certs[f"broker-{broker_id}"], listener=False))
             path.write_text(render_properties(props, header))
-        _format_once(path, Path(load_broker_config(path).metadata_log_dir), cluster_id)
+        _format_once(path, load_broker_storage(path).metadata_log_dir, cluster_id)
         members.append(
             Member(broker_id, path, data_dir / "logs" / f"broker-{broker_id}.log",
                    command="broker-agent")

@@ -17,6 +17,7 @@ from snapshots.errors import SnapshotExistsError, SnapshotNotFoundError
 from snapshots.manifest import SnapshotManifest
 from snapshots.naming import snapshot_name
 from snapshots.records import Record, RecordChecksum, sorted_records
+from snapshots.retention import retain_latest
 from snapshots.transfer import SnapshotReceiver
 
 
@@ -60,13 +61,7 @@ class MemorySnapshotStore:
         self._archives.pop(snapshot_id, None)
 
     def retain_latest(self, count: int) -> list[SnapshotId]:
-        if count < 0:
-            raise ValueError("count must not be negative")
-        ids = self.snapshot_ids()
-        doomed = ids[: max(0, len(ids) - count)]
-        for snapshot_id in doomed:
-            self.delete(snapshot_id)
-        return doomed
+        return retain_latest(self, count)
 
     def read_chunk(self, snapshot_id: SnapshotId, position: int, max_bytes: int) -> SnapshotChunk:
         archive = self._archives.get(snapshot_id)

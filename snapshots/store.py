@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from quorum.log.fsutil import fsync_dir
+from quorum.common.fsutil import fsync_dir
 from quorum.raft.records import SnapshotId
 from snapshots.api import SnapshotChunk
 from snapshots.archive import ArchiveHeader, write_archive
@@ -27,6 +27,7 @@ from snapshots.manifest import SnapshotManifest
 from snapshots.naming import parse_snapshot_name, snapshot_name
 from snapshots.reader import read_manifest, read_snapshot
 from snapshots.records import Record
+from snapshots.retention import retain_latest
 from snapshots.transfer import SnapshotReceiver
 from snapshots.writer import TEMP_PREFIX, write_snapshot
 
@@ -76,13 +77,7 @@ class FileSnapshotStore:
         shutil.rmtree(doomed)
 
     def retain_latest(self, count: int) -> list[SnapshotId]:
-        if count < 0:
-            raise ValueError("count must not be negative")
-        ids = self.snapshot_ids()
-        doomed = ids[: max(0, len(ids) - count)]
-        for snapshot_id in doomed:
-            self.delete(snapshot_id)
-        return doomed
+        return retain_latest(self, count)
 
     # ------------------------------------------------------------- transfer
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rocksdict import WriteBatch
 
-from quorum.log.fsutil import fsync_dir, fsync_path, write_atomically
+from quorum.common.fsutil import fsync_dir, fsync_path, write_atomically
 from quorum.raft.records import SnapshotId
 from snapshots import rocks
 from snapshots.errors import SnapshotCorruptionError, SnapshotExistsError

@@ -1,9 +1,11 @@
 """The arrows of DESIGN.md, enforced: who may import whom.
 
-raft imports nothing of the project; log and snapshots never import controller
-or server; controller never imports server or grpc; clients, the CLI, the broker
-agent and the shared plumbing never import server; analytics reads exports,
-never live internals. Every import statement is read with `ast`, including
+raft imports nothing of the project; common (the floor) imports nothing above
+it; log and snapshots never import controller or server; controller never
+imports server or grpc, and of the Raft core only its client seam; the quorum
+never imports the broker agent; clients, the CLI, the broker agent and the
+shared plumbing never import server; analytics reads exports, never live
+internals. Every import statement is read with `ast`, including
 those inside functions, so a lazy import cannot slip past.
 """
 
@@ -31,6 +33,15 @@ RULES = {
         ("quorum", "snapshots", "broker_agent", "analytics", "grpc"),
         allowed=("quorum.raft",),
     ),
+    "common imports nothing above it": Rule(
+        ("quorum/common/",),
+        ("quorum", "snapshots", "broker_agent", "analytics"),
+        allowed=("quorum.common",),
+    ),
+    "the controller imports only raft.client_api of the core": Rule(
+        ("quorum/controller/",), ("quorum.raft",), allowed=("quorum.raft.client_api",)
+    ),
+    "quorum never imports broker_agent": Rule(("quorum/",), ("broker_agent",)),
     "log never imports controller or server": Rule(
         ("quorum/log/",), ("quorum.controller", "quorum.server", "grpc")
     ),
@@ -158,6 +169,37 @@ def test_no_forbidden_arrow(name: str) -> None:
             "from quorum.controller.controller import Controller\n",
         ),
         (
+            "common imports nothing above it",
+            "quorum/common/x.py",
+            "from quorum.controller.authorizer import AuthorizerConfig\n",
+        ),
+        ("common imports nothing above it", "quorum/common/x.py", "from ..raft import messages\n"),
+        (
+            "common imports nothing above it",
+            "quorum/common/x.py",
+            "def f():\n    import quorum.log.fsutil\n",
+        ),
+        (
+            "the controller imports only raft.client_api of the core",
+            "quorum/controller/x.py",
+            "from quorum.raft.node import NotLeaderError\n",
+        ),
+        (
+            "the controller imports only raft.client_api of the core",
+            "quorum/controller/x.py",
+            "from quorum.raft.records import Batch\n",
+        ),
+        (
+            "quorum never imports broker_agent",
+            "quorum/launcher.py",
+            "from broker_agent.config import load_broker_config\n",
+        ),
+        (
+            "quorum never imports broker_agent",
+            "quorum/cli/x.py",
+            "def f():\n    import broker_agent.config\n",
+        ),
+        (
             "clients, CLI, broker agent and shared plumbing never import server",
             "broker_agent/x.py",
             "from quorum.server import transport\n",
@@ -172,3 +214,9 @@ def test_the_checker_lets_allowed_imports_pass() -> None:
     rule = RULES["raft imports nothing of the project"]
     assert not violations(rule, "quorum/raft/x.py", "from quorum.raft.log import RaftLog\n")
     assert not violations(rule, "quorum/raft/x.py", "from .log import RaftLog\n")
+    common = RULES["common imports nothing above it"]
+    assert not violations(common, "quorum/common/x.py", "from quorum.common.tls import CA_KEY\n")
+    seam = RULES["the controller imports only raft.client_api of the core"]
+    assert not violations(
+        seam, "quorum/controller/x.py", "from quorum.raft.client_api import Batch\n"
+    )

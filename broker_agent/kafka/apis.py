@@ -4,7 +4,9 @@ Each handler reads the request fields it needs (the same names in every served
 version; fields a version lacks read as their defaults) and returns a plain
 mapping, which `codec.build` turns into the response class of the request's
 version. Metadata is answered from the broker's committed metadata image;
-Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch go to the replica manager;
+Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch go to the replica manager
+(ListOffsets from Kafka's DEBUGGING_REPLICA_ID, -2, as tools send it, is answered
+by any replica from its own log: latest is its LEO, where a consumer's is the HW);
 InitProducerId hands out ids from blocks the controller allocates.
 """
 
@@ -28,7 +30,7 @@ from broker_agent.kafka.listener import CloseConnection, Connection, api_version
 from broker_agent.kafka.metadata_answer import metadata_response
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
-from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.api import DEBUGGING_REPLICA_ID, FetchPartition
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.controller.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
@@ -286,6 +288,8 @@ class KafkaApis:
         return {t for t in topics if self.authz.topic(conn, t, Operation.READ)}
 
     async def list_offsets(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
+        replica_id = int(getattr(body, "replica_id", -1))
+
         def one(topic: str, p: Any) -> dict[str, Any]:
             partition = int(p.partition_index)
             if not self.authz.topic(conn, topic, Operation.DESCRIBE):
@@ -295,7 +299,13 @@ class KafkaApis:
             elif self.replicas is None:
                 error, offset, timestamp, epoch = ErrorCode.not_leader_or_follower, -1, -1, -1
             else:
-                error, offset, timestamp, epoch = self.replicas.list_offsets(
+                # Tools (replica_id -2) may ask any replica for its own log's offsets.
+                lookup = (
+                    self.replicas.replica_offsets
+                    if replica_id == DEBUGGING_REPLICA_ID
+                    else self.replicas.list_offsets
+                )
+                error, offset, timestamp, epoch = lookup(
                     topic,
                     partition,
                     int(p.timestamp),

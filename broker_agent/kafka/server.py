@@ -150,6 +150,7 @@ def group_coordinator(
         OffsetsTopicConfig(
             num_partitions=config.offsets_topic_num_partitions,
             replication_factor=config.offsets_topic_replication_factor,
+            segment_bytes=config.offsets_topic_segment_bytes,
             commit_timeout_ms=config.offsets_commit_timeout_ms,
         ),
         GroupConfig(

@@ -15,6 +15,8 @@ from typing import NamedTuple, Protocol
 from kio.schema.errors import ErrorCode
 
 CONSUMER_REPLICA_ID = -1
+# Kafka's ListOffsets from tools: any replica answers, from its own log (LEO, log start).
+DEBUGGING_REPLICA_ID = -2
 NO_LEADER_EPOCH = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1

@@ -215,6 +215,7 @@ class FollowerFetcher:
                 part.producers.update(header, header.base_offset)
         if result.log_start_offset > plog.log_start_offset:
             plog.advance_log_start(min(result.log_start_offset, result.high_watermark))
+        part.fetched_leader_high_watermark = (part.leader_epoch, result.high_watermark)
         part.high_watermark = max(
             min(part.high_watermark, plog.log_end_offset),
             follower_high_watermark(result.high_watermark, plog.log_end_offset),

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -38,13 +39,15 @@ from pathlib import Path
 from broker_agent.partitions.offset_map import KAFKA_DEFAULT_DEDUPE_BUFFER_SIZE, OffsetMap
 from broker_agent.partitions.partition_log import PartitionLog
 from broker_agent.partitions.producer_state import ProducerStateTable
-from broker_agent.partitions.record_batch import NO_PRODUCER_ID, InvalidRecordBatch
+from broker_agent.partitions.record_batch import NO_PRODUCER_ID, InvalidRecordBatch, parse_header
 from broker_agent.partitions.record_codec import (
     Record,
     UnsupportedCompression,
     has_delete_horizon,
+    readable,
     records_of,
     rewrite_batch,
+    scan_keys,
 )
 from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import SegmentInfo
@@ -108,6 +111,26 @@ class CleanerStats:
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
     partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MappedRange:
+    """The dirty range one round mapped, and the offsets its map holds, sorted.
+
+    Every record of that range with a key is in the map, so a batch wholly
+    inside it keeps exactly the records whose offsets the map holds (keyless
+    ones go): counting them needs no read of its records, and most batches of
+    a dirty log keep none."""
+
+    start: int
+    end: int
+    latest: list[int]
+
+    def kept_in(self, base_offset: int, next_offset: int) -> int | None:
+        """How many records of the batch [base, next) stay; None outside the range."""
+        if base_offset < self.start or next_offset > self.end:
+            return None
+        return bisect_left(self.latest, next_offset) - bisect_left(self.latest, base_offset)
 
 
 @dataclass
@@ -223,9 +246,10 @@ class LogCleaner:
             self.stats.aborted_rounds += 1
             return
         groups = _groups(segments, max(map_end, cleanable.first_dirty), plog)
+        mapped = MappedRange(cleanable.first_dirty, map_end, offsets.sorted_offsets())
         for group, end in groups:
             swapped = yield from self._clean_group(
-                plog, group, end, offsets, map_end, now_ms, producers, result, hook
+                plog, group, end, offsets, mapped, now_ms, producers, result, hook
             )
             if not swapped:
                 result.aborted = True
@@ -269,20 +293,27 @@ class LogCleaner:
                 assert isinstance(batch, OpaqueBatch)
                 if not batch.control:
                     try:
-                        header, records = records_of(batch.payload)
+                        scan = scan_keys(batch.payload)
                     except UnsupportedCompression:
-                        records = []  # kept whole when cleaned: nothing of it is mapped
+                        pass  # kept whole when cleaned: nothing of it is mapped
                     else:
-                        if offsets.size + header.records_count > offsets.max_entries:
+                        new_keys = offsets.new_keys(scan.keys)
+                        if offsets.size + new_keys > offsets.max_entries:
                             if offsets.size == 0:
                                 raise OverflowError(
-                                    f"a batch of {header.records_count} records does not fit "
+                                    f"a batch of {new_keys} keys does not fit "
                                     f"log.cleaner.dedupe.buffer.size"
                                 )
                             return batch.base_offset
-                    for record in records:
-                        if record.key is not None:
-                            offsets.put(record.key, record.offset)
+                        if None in scan.keys:
+                            pairs = [
+                                (k, o)
+                                for k, o in zip(scan.keys, scan.offsets, strict=True)
+                                if k is not None
+                            ]
+                            offsets.put_all([k for k, _ in pairs], [o for _, o in pairs])
+                        else:
+                            offsets.put_all(scan.keys, scan.offsets)  # type: ignore[arg-type]
                 offset = batch.next_offset
                 step += len(batch.payload)
             yield step
@@ -297,7 +328,7 @@ class LogCleaner:
         group: list[SegmentInfo],
         end: int,
         offsets: OffsetMap,
-        map_end: int,
+        mapped: MappedRange,
         now_ms: int,
         producers: ProducerStateTable,
         result: RoundResult,
@@ -320,7 +351,7 @@ class LogCleaner:
                     assert isinstance(batch, OpaqueBatch)
                     read += len(batch.payload)
                     kept = _filter(
-                        batch, offsets, map_end, now_ms, plog.config.delete_retention_ms,
+                        batch, offsets, mapped, now_ms, plog.config.delete_retention_ms,
                         producers, result,
                     )  # fmt: skip
                     if kept is not None:
@@ -347,7 +378,7 @@ class LogCleaner:
 def _filter(
     batch: OpaqueBatch,
     offsets: OffsetMap,
-    map_end: int,
+    mapped: MappedRange,
     now_ms: int,
     delete_retention_ms: int,
     producers: ProducerStateTable,
@@ -357,10 +388,56 @@ def _filter(
     or None when it goes."""
     if batch.control:
         return batch
+    map_end = mapped.end
     try:
-        header, records = records_of(batch.payload)
+        header = parse_header(batch.payload)
+    except InvalidRecordBatch:
+        return batch
+    if (
+        readable(header)
+        and mapped.kept_in(batch.base_offset, batch.next_offset) == 0
+        and not _last_of_producer(header.producer_id, batch.base_offset, producers)
+    ):
+        result.records_removed += header.records_count
+        return None
+    try:
+        scan = scan_keys(batch.payload)
     except (UnsupportedCompression, InvalidRecordBatch):
         return batch
+    # The common cases without an object per record: every record stays (and
+    # none is a tombstone), or every record goes.
+    header = scan.header
+    horizon = header.base_timestamp if has_delete_horizon(header) else None
+    last_offset = offsets.get
+    kept_count = 0
+    kept_tombstone = False
+    for offset, key, tombstone in zip(scan.offsets, scan.keys, scan.tombstones, strict=True):
+        if offset >= map_end or (
+            key is not None
+            and offset >= last_offset(key)
+            and not (tombstone and horizon is not None and now_ms >= horizon)
+        ):
+            kept_count += 1
+            kept_tombstone = kept_tombstone or tombstone
+    count = len(scan.offsets)
+    if kept_count == count and not kept_tombstone:
+        return batch
+    if kept_count == 0 and not _last_of_producer(header.producer_id, batch.base_offset, producers):
+        result.records_removed += count
+        return None
+    return _rewrite(batch, offsets, map_end, now_ms, delete_retention_ms, result)
+
+
+def _rewrite(
+    batch: OpaqueBatch,
+    offsets: OffsetMap,
+    map_end: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    result: RoundResult,
+) -> OpaqueBatch:
+    """A batch keeping some of its records (or tombstones, which get a horizon)."""
+    header, records = records_of(batch.payload)
     horizon = header.base_timestamp if has_delete_horizon(header) else None
     kept: list[Record] = []
     for record in records:
@@ -381,8 +458,6 @@ def _filter(
         _note_horizon(result, horizon if horizon is not None else now_ms + delete_retention_ms)
     if len(kept) == len(records) and new_horizon is None:
         return batch
-    if not kept and not _last_of_producer(header.producer_id, batch.base_offset, producers):
-        return None
     payload = rewrite_batch(header, kept, new_horizon)
     return OpaqueBatch(
         batch.base_offset,

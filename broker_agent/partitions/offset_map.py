@@ -1,87 +1,93 @@
-"""The cleaner's key -> last offset map in a fixed amount of memory (Kafka's
-SkimpyOffsetMap): `log.cleaner.dedupe.buffer.size` bytes of 24-byte slots, each
-a key's 16-byte MD5 digest and the last offset seen for it, open addressing with
-linear probing. It counts as full at `log.cleaner.io.buffer.load.factor` (0.9)
-of its slots; the cleaner then cleans what it mapped so far and maps the rest of
-the dirty range in the next pass. Two keys with the same digest would share an
-entry, as in Kafka (the chance is negligible for MD5's 128 bits).
+"""The cleaner's key -> last offset map in a bounded amount of memory.
+
+Kafka's SkimpyOffsetMap packs 24-byte slots (an MD5 digest and an offset) into
+`log.cleaner.dedupe.buffer.size` bytes. Probing such a table from Python cost
+more than parsing the records (a digest and a probe loop per record, twice per
+record cleaned), so this map is a dict, whose lookups run in C, and the buffer
+size bounds it by what its entries really cost: `ENTRY_BYTES` per key (the
+dict's slot, the key's bytes object of at most `MAX_KEY_BYTES`, the offset's
+int; measured with tracemalloc, dict growth included). A longer key is stored
+as its 16-byte MD5 digest, as Kafka stores every key; two keys with the same
+digest would share an entry, as in Kafka (negligible for 128 bits). The map
+counts as full at `log.cleaner.io.buffer.load.factor` (0.9) of its capacity;
+the cleaner then cleans what it mapped and maps the rest in the next pass.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
+from collections.abc import Sequence
 
-DIGEST_BYTES = 16
-SLOT_BYTES = DIGEST_BYTES + 8
+ENTRY_BYTES = 176
+MAX_KEY_BYTES = 32
 KAFKA_DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 KAFKA_DEFAULT_LOAD_FACTOR = 0.9
-_EMPTY = bytes(DIGEST_BYTES)
-_OFFSET = struct.Struct(">q")
 
 
 class OffsetMap:
     def __init__(self, memory_bytes: int, load_factor: float = KAFKA_DEFAULT_LOAD_FACTOR) -> None:
-        self.slots = memory_bytes // SLOT_BYTES
+        self.slots = memory_bytes // ENTRY_BYTES
         if self.slots < 1:
             raise ValueError(f"a dedupe buffer of {memory_bytes} bytes holds no entry")
         self.max_entries = max(1, int(self.slots * load_factor))
-        self._table = bytearray(self.slots * SLOT_BYTES)
-        self._view = memoryview(self._table)
-        self.size = 0
+        self._offsets: dict[bytes, int] = {}
         self.latest_offset = -1
-        self.lookups = 0
-        self.probes = 0
 
     @property
     def memory_bytes(self) -> int:
-        return len(self._table)
+        return self.slots * ENTRY_BYTES
+
+    @property
+    def size(self) -> int:
+        return len(self._offsets)
 
     @property
     def full(self) -> bool:
-        return self.size >= self.max_entries
+        return len(self._offsets) >= self.max_entries
 
     def clear(self) -> None:
-        self._table[:] = bytes(len(self._table))
-        self.size = 0
+        self._offsets.clear()
         self.latest_offset = -1
 
     def put(self, key: bytes, offset: int) -> None:
         """Record `offset` as the last one of `key` (offsets come in increasing order)."""
-        digest = _digest(key)
-        position = self._find(digest)
-        view = self._view
-        if view[position : position + DIGEST_BYTES] == _EMPTY:
-            if self.full:
-                raise OverflowError("offset map is full")
-            view[position : position + DIGEST_BYTES] = digest
-            self.size += 1
-        _OFFSET.pack_into(self._table, position + DIGEST_BYTES, offset)
+        stored = key if len(key) <= MAX_KEY_BYTES else _digest(key)
+        if stored not in self._offsets and self.full:
+            raise OverflowError("offset map is full")
+        self._offsets[stored] = offset
         self.latest_offset = max(self.latest_offset, offset)
+
+    def new_keys(self, keys: Sequence[bytes | None]) -> int:
+        """How many entries `keys` (one batch's; None for keyless records) would
+        add: its distinct keys, counted exactly only when the map is near full."""
+        distinct = set(keys)
+        distinct.discard(None)
+        if len(self._offsets) + len(distinct) <= self.max_entries:
+            return len(distinct)
+        return sum(1 for k in distinct if self.get(k) < 0)  # type: ignore[arg-type]
+
+    def put_all(self, keys: Sequence[bytes], offsets: Sequence[int]) -> None:
+        """`put` for one batch's keyed records, in offset order; the caller checked
+        that `len(keys)` more entries fit (`size + len(keys) <= max_entries`)."""
+        if not keys:
+            return
+        self._offsets.update(
+            zip(
+                [k if len(k) <= MAX_KEY_BYTES else _digest(k) for k in keys],
+                offsets,
+                strict=True,
+            )
+        )
+        self.latest_offset = max(self.latest_offset, offsets[-1])
+
+    def sorted_offsets(self) -> list[int]:
+        """Every offset the map holds (each key's last), in increasing order."""
+        return sorted(self._offsets.values())
 
     def get(self, key: bytes) -> int:
         """The last offset mapped for `key`, -1 when it is not in the map."""
-        digest = _digest(key)
-        position = self._find(digest)
-        if self._view[position : position + DIGEST_BYTES] == _EMPTY:
-            return -1
-        return int(_OFFSET.unpack_from(self._table, position + DIGEST_BYTES)[0])
-
-    def _find(self, digest: bytes) -> int:
-        """The slot holding `digest`, or the empty slot where it would go."""
-        self.lookups += 1
-        slot = int.from_bytes(digest[:8], "big") % self.slots
-        view = self._view
-        while True:
-            self.probes += 1
-            position = slot * SLOT_BYTES
-            stored = view[position : position + DIGEST_BYTES]
-            if stored in (digest, _EMPTY):
-                return position
-            slot = (slot + 1) % self.slots
+        return self._offsets.get(key if len(key) <= MAX_KEY_BYTES else _digest(key), -1)
 
 
 def _digest(key: bytes) -> bytes:
-    digest = hashlib.md5(key, usedforsecurity=False).digest()
-    # The all-zero digest marks an empty slot; a key hashing to it gets another.
-    return digest if digest != _EMPTY else b"\x00" * 15 + b"\x01"
+    return hashlib.md5(key, usedforsecurity=False).digest()

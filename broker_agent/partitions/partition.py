@@ -29,6 +29,8 @@ class Partition:
     needs_truncation: bool = False  # a follower checks its epochs before fetching
     isr_change_in_flight: bool = False
     fetch_answers: int = 0  # as a follower: answers handled from the leader
+    # As a follower: (leader epoch, leader HW) of the last fetch answer, for the lag metric.
+    fetched_leader_high_watermark: tuple[int, int] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

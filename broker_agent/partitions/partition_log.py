@@ -24,9 +24,9 @@ from broker_agent.partitions.record_batch import (
     stamp,
 )
 from broker_agent.replication.epochs import EpochEndOffset, EpochEntry, end_offset_for_epoch
+from quorum.common.fsutil import write_atomically
 from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import FileLogStore
-from quorum.log.fsutil import write_atomically
 from quorum.raft.records import SnapshotId
 
 KAFKA_DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
@@ -295,10 +295,21 @@ class PartitionLog:
             stored = 0
         return max(self.log_start_offset, min(stored, self.log_end_offset))
 
-    def checkpoint_high_watermark(self, high_watermark: int) -> None:
-        if high_watermark != self._checkpointed_hw:
-            write_atomically(self.directory / HW_CHECKPOINT, b"%d\n" % high_watermark)
-            self._checkpointed_hw = high_watermark
+    def checkpoint_high_watermark(self, high_watermark: int, *, sync: bool = False) -> None:
+        """Replaced whole (temp file and rename), synced only when `sync` (on close).
+        The checkpoint is a hint allowed to be behind, so a tick need not pay two
+        fsyncs per partition: with 1,000 partitions written to, that was seconds of
+        the broker's event loop every tick, long enough to miss its heartbeats."""
+        if high_watermark == self._checkpointed_hw:
+            return
+        path = self.directory / HW_CHECKPOINT
+        if sync:
+            write_atomically(path, b"%d\n" % high_watermark)
+        else:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(b"%d\n" % high_watermark)
+            tmp.replace(path)
+        self._checkpointed_hw = high_watermark
 
     def close(self) -> None:
         self.store.close()

@@ -119,6 +119,11 @@ def write_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def readable(header: RecordBatchHeader) -> bool:
+    """Whether this broker reads the batch's records (uncompressed or gzip)."""
+    return header.attributes & COMPRESSION_MASK in (0, GZIP)
+
+
 def has_delete_horizon(header: RecordBatchHeader) -> bool:
     return bool(header.attributes & DELETE_HORIZON_FLAG)
 
@@ -173,6 +178,81 @@ def records_of(batch: bytes) -> tuple[RecordBatchHeader, list[Record]]:
     if position != size:
         raise InvalidRecordBatch("records do not add up to the batch length")
     return header, records
+
+
+class KeyScan(NamedTuple):
+    """What the cleaner needs of every record of a batch, in plain lists (no
+    object per record): its offset, key and whether it is a tombstone."""
+
+    header: RecordBatchHeader
+    offsets: list[int]
+    keys: list[bytes | None]
+    tombstones: list[bool]
+
+
+def scan_keys(batch: bytes) -> KeyScan:
+    """`records_of` reduced to offsets, keys and tombstones: the cleaner's map
+    pass and its keep-or-drop decision read every record, so this loop reads
+    only those fields, with one-byte varints decoded inline. Raises
+    UnsupportedCompression or InvalidRecordBatch."""
+    header = parse_header(batch)
+    payload = _decompressed(header, batch[HEADER_SIZE : header.size])
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    tombstones: list[bool] = []
+    size = len(payload)
+    base_offset = header.base_offset
+    position = 0
+    varint = _varint
+    try:
+        for _ in range(header.records_count):
+            # Lengths of up to 8 KiB fit two varint bytes: decoded inline.
+            b = payload[position]
+            if b < 0x80:
+                length, position = (b >> 1) ^ -(b & 1), position + 1
+            elif payload[position + 1] < 0x80:
+                v = (b & 0x7F) | (payload[position + 1] << 7)
+                length, position = (v >> 1) ^ -(v & 1), position + 2
+            else:
+                length, position = varint(payload, position)
+            end = position + length
+            if length < 1 or end > size:
+                raise InvalidRecordBatch(f"record of {length} bytes does not fit its batch")
+            b = payload[position + 1]  # timestampDelta, after the attributes
+            at = position + 2 if b < 0x80 else varint(payload, position + 1)[1]
+            b = payload[at]
+            if b < 0x80:
+                offset_delta, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                offset_delta, at = varint(payload, at)
+            b = payload[at]
+            if b < 0x80:
+                key_length, at = (b >> 1) ^ -(b & 1), at + 1
+            else:
+                key_length, at = varint(payload, at)
+            if key_length >= 0:
+                keys.append(payload[at : at + key_length])
+                at += key_length
+            else:
+                keys.append(None)
+            b = payload[at]
+            if b < 0x80:
+                value_length, at = (b >> 1) ^ -(b & 1), at + 1
+            elif payload[at + 1] < 0x80:
+                v = (b & 0x7F) | (payload[at + 1] << 7)
+                value_length, at = (v >> 1) ^ -(v & 1), at + 2
+            else:
+                value_length, at = varint(payload, at)
+            if at + max(value_length, 0) > end:
+                raise InvalidRecordBatch("record fields run past its length")
+            offsets.append(base_offset + offset_delta)
+            tombstones.append(value_length < 0)
+            position = end
+    except IndexError:
+        raise InvalidRecordBatch("records end inside a record") from None
+    if position != size:
+        raise InvalidRecordBatch("records do not add up to the batch length")
+    return KeyScan(header, offsets, keys, tombstones)
 
 
 def rewrite_batch(

@@ -7,8 +7,9 @@ the broker agent when it applies metadata):
                    fetch_client=None, clock=wall_clock_ms,
                    truncation_mode=TruncationMode.LEADER_EPOCH)
     await start() / await close()
-    on_metadata(image: MetadataImage) -> None
-    apply_metadata(view: MetadataView) -> None          # the same, from plain values
+    on_metadata(image: MetadataImage, *, open_in_background=False) -> None
+    apply_metadata(view: MetadataView, *, open_in_background=False) -> None
+                                                        # the same, from plain values
     await append(topic, partition, records: bytes, acks: int, timeout_ms: int)
         -> AppendResult(error, base_offset, log_append_time_ms, log_start_offset,
                         error_message)
@@ -17,6 +18,7 @@ the broker agent when it applies metadata):
         -> list[FetchPartitionResult]
     list_offsets(topic, partition, timestamp, current_leader_epoch)
         -> ListOffsetsResult(error, offset, timestamp, leader_epoch)
+    replica_offsets(...)        # the same from this replica's own log (DEBUGGING_REPLICA_ID)
     offsets_for_leader_epoch(topic, partition, current_leader_epoch, leader_epoch)
         -> EpochEndOffsetResult(error, leader_epoch, end_offset)
     tick() -> None              # ISR shrink by lag, retention, timed flush (also a task)
@@ -30,6 +32,15 @@ replica's get FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH; a replica
 that does not lead answers NOT_LEADER_OR_FOLLOWER. HW, ISR and truncation
 decisions are `broker_agent.replication`'s; this class does the I/O and waits.
 Followers fetch through the `LeaderFetchClient` seam (none: they do not fetch).
+
+New replicas' logs: opening one costs a few fsyncs (its first segment, its
+epoch cache), ~10 ms each, so the agent asks for them to be opened in a worker
+thread (`open_in_background`): the event loop keeps answering (a forwarded
+CreateTopics of 100 topics waited for ~33 opens before), and the replicas join
+at the latest metadata once open. Meanwhile, as in Kafka for a partition its
+metadata has but its replica manager does not yet host, a Produce or Fetch for
+one waits for the open (within its own timeout) and the other requests get
+NOT_LEADER_OR_FOLLOWER (retriable).
 """
 
 from __future__ import annotations
@@ -100,6 +111,16 @@ class ReplicaConfig:
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
 
+@dataclass(frozen=True, slots=True)
+class OpenedLog:
+    """A replica's log opened (maybe in a worker thread), before it joins."""
+
+    assignment: PartitionAssignment
+    log: PartitionLog
+    producers: ProducerStateTable
+    high_watermark: int
+
+
 def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str, str]) -> LogConfig:
     """A topic's log settings: its configs over the broker's defaults."""
 
@@ -160,6 +181,10 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._closed = False
+        # Replicas whose logs a worker thread is opening; done once they joined.
+        self._opening: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._open_jobs: set[asyncio.Future[list[OpenedLog]]] = set()
+        self._view: MetadataView | None = None
         self.cleaner = CleanerTask(self, self.config.cleaner)
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -181,9 +206,18 @@ class ReplicaManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        for job in list(self._open_jobs):  # logs a worker thread still opens
+            with contextlib.suppress(Exception):
+                for opened in await job:
+                    if not isinstance(opened, BaseException):
+                        opened.log.close()
+        for waiter in self._opening.values():
+            if not waiter.done():
+                waiter.set_result(None)
+        self._opening.clear()
         for p in self.partitions.values():
             p.notify()
-            p.log.checkpoint_high_watermark(p.high_watermark)
+            p.log.checkpoint_high_watermark(p.high_watermark, sync=True)
             p.log.close()
         self.partitions.clear()
 
@@ -198,21 +232,34 @@ class ReplicaManager:
 
     # ------------------------------------------------------------- metadata
 
-    def on_metadata(self, image: MetadataImage) -> None:
+    def on_metadata(self, image: MetadataImage, *, open_in_background: bool = False) -> None:
         """Committed metadata was applied: become leader, follower, create or delete."""
-        self.apply_metadata(view_for_broker(image, self.broker_id))
+        self.apply_metadata(
+            view_for_broker(image, self.broker_id), open_in_background=open_in_background
+        )
 
-    def apply_metadata(self, view: MetadataView) -> None:
+    def apply_metadata(self, view: MetadataView, *, open_in_background: bool = False) -> None:
+        """`open_in_background`: new replicas' logs are opened in a worker thread
+        and join at the latest view then (the agent); else here, before returning."""
+        self._apply_view(view, open_in_background, open_new=True)
+
+    def _apply_view(self, view: MetadataView, open_in_background: bool, *, open_new: bool) -> None:
+        self._view = view
         now = self.clock()
         wanted = {(a.topic, a.partition): a for a in view.partitions}
         for key in [k for k in self.partitions if k not in wanted]:
             self._delete(key)
+        to_open: list[tuple[PartitionAssignment, LogConfig]] = []
         for key, assignment in wanted.items():
             topic_config = dict(view.topic_configs.get(assignment.topic, {}))
             config = log_config_for(self.config.log, self.config.message_max_bytes, topic_config)
             part = self.partitions.get(key)
             if part is None:
-                part = self._create(assignment, config, now)
+                if open_in_background:
+                    if open_new and key not in self._opening:
+                        to_open.append((assignment, config))
+                    continue
+                part = self._join(assignment, self._open_log(assignment, config, now))
             elif assignment.leader_epoch < part.leader_epoch or (
                 assignment.leader_epoch == part.leader_epoch
                 and assignment.partition_epoch < part.assignment.partition_epoch
@@ -220,20 +267,86 @@ class ReplicaManager:
                 continue  # older than what this replica already follows
             part.log.config = config
             self._apply_assignment(part, assignment, now)
+        if to_open:
+            self._open_in_background(to_open, now)
         if self.fetcher is not None:
             self.fetcher.wake()
 
-    def _create(self, assignment: PartitionAssignment, config: LogConfig, now: int) -> Partition:
+    def _open_log(self, assignment: PartitionAssignment, config: LogConfig, now: int) -> OpenedLog:
+        """Blocking (fsyncs, a scan of an existing log): a replica's log and state."""
         directory = self.log_dir / directory_name(assignment.topic, assignment.partition)
         plog = PartitionLog(directory, config, now)
-        producers = ProducerStateTable()
-        producers.rebuild(plog.batch_headers())
-        part = Partition(assignment=assignment, log=plog, producers=producers)
-        # Checkpointed on ticks and on close (Kafka: every 5 s), so it may be behind.
-        part.high_watermark = plog.load_high_watermark()
+        try:
+            producers = ProducerStateTable()
+            producers.rebuild(plog.batch_headers())
+            # Checkpointed on ticks and on close (Kafka: every 5 s), so it may be behind.
+            return OpenedLog(assignment, plog, producers, plog.load_high_watermark())
+        except BaseException:
+            plog.close()
+            raise
+
+    def _join(self, assignment: PartitionAssignment, opened: OpenedLog) -> Partition:
+        part = Partition(assignment=assignment, log=opened.log, producers=opened.producers)
+        part.high_watermark = opened.high_watermark
         part.needs_truncation = True
         self.partitions[(assignment.topic, assignment.partition)] = part
         return part
+
+    def _open_in_background(
+        self, items: list[tuple[PartitionAssignment, LogConfig]], now: int
+    ) -> None:
+        loop = asyncio.get_running_loop()
+
+        def open_all() -> list[OpenedLog | BaseException]:
+            out: list[OpenedLog | BaseException] = []
+            for assignment, config in items:
+                try:
+                    out.append(self._open_log(assignment, config, now))
+                except Exception as exc:  # one bad directory must not keep the others out
+                    out.append(exc)
+            return out
+
+        keys = [(a.topic, a.partition) for a, _ in items]
+        for key in keys:
+            self._opening[key] = loop.create_future()
+        job = loop.run_in_executor(None, open_all)
+        self._open_jobs.add(job)
+        job.add_done_callback(lambda done: self._opened(keys, done))
+
+    def _opened(
+        self, keys: list[tuple[str, int]], job: asyncio.Future[list[OpenedLog | BaseException]]
+    ) -> None:
+        """On the loop: the opened replicas join, at the latest metadata."""
+        if self._closed or job.cancelled():
+            return  # close() closes what the job opened
+        self._open_jobs.discard(job)
+        waiters = [self._opening.pop(key) for key in keys if key in self._opening]
+        try:
+            results = job.result()
+            for key, opened in zip(keys, results, strict=True):
+                if isinstance(opened, BaseException):
+                    log.error(
+                        "broker %d: cannot open the log of %s-%d: %s",
+                        self.broker_id, *key, opened,
+                    )  # fmt: skip
+                    continue
+                self._join(opened.assignment, opened)
+            if self._view is not None:
+                # Roles at the newest metadata; deletes a replica that left meanwhile.
+                # A log that failed to open is tried again at the next metadata.
+                self._apply_view(self._view, True, open_new=False)
+        except Exception:
+            log.exception("broker %d: opening new replicas failed", self.broker_id)
+        finally:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _until_open(self, keys: Sequence[tuple[str, int]], timeout_s: float) -> None:
+        """Wait (bounded) for replicas whose logs are being opened."""
+        waiters = {self._opening[k] for k in keys if k in self._opening}
+        if waiters:
+            await asyncio.wait(waiters, timeout=max(timeout_s, 0.0))
 
     def _delete(self, key: tuple[str, int]) -> None:
         part = self.partitions.pop(key)
@@ -290,6 +403,8 @@ class ReplicaManager:
     ) -> tuple[Partition | None, ErrorCode]:
         part = self.partitions.get((topic, partition))
         if part is None:
+            if (topic, partition) in self._opening:
+                return None, ErrorCode.not_leader_or_follower  # metadata has it, not yet here
             return None, ErrorCode.unknown_topic_or_partition
         if current_leader_epoch != NO_LEADER_EPOCH:
             if current_leader_epoch < part.leader_epoch:
@@ -317,6 +432,7 @@ class ReplicaManager:
         """Produce to one partition (Kafka's `appendRecords` for one partition)."""
         if acks not in (-1, 0, 1):
             return AppendResult(ErrorCode.invalid_required_acks)
+        await self._until_open([(topic, partition)], timeout_ms / 1000)
         part, error = self._lookup(topic, partition, NO_LEADER_EPOCH)
         if part is None:
             return AppendResult(error)
@@ -424,9 +540,14 @@ class ReplicaManager:
         and move the HW and ISR. Long-polls until `min_bytes` or `max_wait_ms`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000  # a real wait, whatever the clock
+        await self._until_open([(p.topic, p.partition) for p in partitions], max_wait_ms / 1000)
         first_hws: list[int] | None = None
         while True:
-            waits = [p.changed for p in self.partitions.values()]
+            # The asked partitions' changes only (one absent answers at once, with
+            # its error): waiting on every hosted partition cost a task per hosted
+            # partition per round, an eighth of a leader's time with 1,000 of them.
+            asked = (self.partitions.get((r.topic, r.partition)) for r in partitions)
+            waits = [p.changed for p in asked if p is not None]
             results = [self._fetch_one(replica_id, request) for request in partitions]
             size = sum(len(r.records) for r in results)
             hws = [r.high_watermark for r in results]
@@ -598,15 +719,29 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.high_watermark)
+
+    def replica_offsets(
+        self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
+    ) -> ListOffsetsResult:
+        """ListOffsets from Kafka's DEBUGGING_REPLICA_ID (-2), for tools: this broker's
+        own replica answers, leader or follower, from its log: -2 its log start, -1 its
+        LEO (not the HW), else the first batch at or after `timestamp` below the LEO."""
+        part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
+        if part is None:
+            return ListOffsetsResult(error, -1, -1, -1)
+        return self._offset_at(part, timestamp, part.log.log_end_offset)
+
+    def _offset_at(self, part: Partition, timestamp: int, end: int) -> ListOffsetsResult:
+        """The lookup both callers share, over the log below `end` (HW or LEO)."""
         plog = part.log
         if timestamp == EARLIEST_TIMESTAMP:
             offset = plog.log_start_offset
             return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
         if timestamp == LATEST_TIMESTAMP:
-            offset = part.high_watermark
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset - 1))
+            return ListOffsetsResult(ErrorCode.none, end, -1, self._epoch_at(part, end - 1))
         for header in plog.batch_headers():
-            if header.base_offset >= part.high_watermark:
+            if header.base_offset >= end:
                 break
             if header.max_timestamp >= timestamp:
                 return ListOffsetsResult(

@@ -30,9 +30,9 @@ from quorum.cli.bootstrap import (
 )
 from quorum.common.channels import open_channel
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.wire_errors import wire_error
 
 # Roles in which a node's image is the committed state of a live quorum.
 SERVING_ROLES = ("leader", "follower")

@@ -19,11 +19,6 @@ from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
 from kio.schema.list_groups.v4.request import ListGroupsRequest
-from kio.schema.list_offsets.v7.request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_commit.v8.request import (
     OffsetCommitRequest,
@@ -36,6 +31,7 @@ from kio.static.primitive import i8, i32, i64
 from quorum.cli.bootstrap import connection_options, parse_bootstrap, print_rows, render_json
 from quorum.cli.brokers import describe_from_active
 from quorum.cli.kafka_client import KafkaClientError, KafkaConnection
+from quorum.cli.partition_offsets import list_offsets_request
 
 EARLIEST, LATEST = -2, -1
 INACTIVE = ("Empty", "Dead")
@@ -143,30 +139,8 @@ def _offsets_at(
     for leader, tps in by_leader.items():
         if leader not in brokers:
             continue
-        topics: dict[str, list[int]] = {}
-        for topic, partition in tps:
-            topics.setdefault(topic, []).append(partition)
         with KafkaConnection(*brokers[leader]) as conn:
-            answer = conn.request(
-                ListOffsetsRequest(
-                    replica_id=i32(-1),
-                    isolation_level=i8(0),
-                    topics=tuple(
-                        ListOffsetsTopic(
-                            name=t,
-                            partitions=tuple(
-                                ListOffsetsPartition(
-                                    partition_index=i32(p),
-                                    current_leader_epoch=i32(-1),
-                                    timestamp=i64(timestamp),
-                                )
-                                for p in ps
-                            ),
-                        )
-                        for t, ps in topics.items()
-                    ),
-                )
-            )
+            answer = conn.request(list_offsets_request(-1, timestamp, tps))
         for t in answer.topics:
             for p in t.partitions:
                 if p.error_code == ErrorCode.none:

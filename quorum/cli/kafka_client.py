@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -32,12 +33,20 @@ class KafkaConnection:
     host: str
     port: int
     timeout_s: float = 10.0
+    ssl_context: ssl.SSLContext | None = None  # an SSL listener
 
     def __post_init__(self) -> None:
         try:
-            self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+            sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         except OSError as err:
             raise KafkaClientError(f"cannot reach broker {self.host}:{self.port}: {err}") from err
+        if self.ssl_context is not None:
+            try:
+                sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+            except OSError as err:  # ssl.SSLError and timeouts included
+                sock.close()
+                raise KafkaClientError(f"TLS to broker {self.host}:{self.port}: {err}") from err
+        self.sock = sock
         self.correlation_id = 0
 
     def close(self) -> None:

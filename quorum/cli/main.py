@@ -16,6 +16,7 @@ import grpc
 
 from quorum.cli.acls import acls_group
 from quorum.cli.brokers import brokers_group
+from quorum.cli.cleaner import cleaner_command
 from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.endpoints import endpoint_group, rpc_failure
@@ -57,6 +58,7 @@ cli.add_command(storage)
 cli.add_command(quorum_group)
 cli.add_command(endpoint_group)
 cli.add_command(topics_group)
+topics_group.add_command(cleaner_command)
 cli.add_command(configs_group)
 cli.add_command(acls_group)
 cli.add_command(brokers_group)

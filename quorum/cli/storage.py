@@ -11,9 +11,7 @@ from pathlib import Path
 
 import click
 
-from broker_agent.config import BrokerConfig, is_broker_agent_config, load_broker_config
 from quorum.cli.data_dir import PARTITION_DIR
-from quorum.common.config import ConfigError, ControllerConfig, load_config, read_properties
 from quorum.common.meta_properties import (
     MetaProperties,
     StorageFormatError,
@@ -22,6 +20,12 @@ from quorum.common.meta_properties import (
     read_meta_properties,
     validate_cluster_id,
 )
+from quorum.common.node_identity import (
+    NodeStorage,
+    broker_storage,
+    is_broker_agent_config,
+)
+from quorum.controller_config import ConfigError, ControllerConfig, load_config, read_properties
 from quorum.log.errors import StorageError
 from quorum.log.quorum_state import FILE_NAME as QUORUM_STATE_FILE
 from quorum.log.quorum_state import FileQuorumStateStore
@@ -42,11 +46,13 @@ class OperationFailed(click.ClickException):
     exit_code = 1
 
 
-def _load(config_path: Path) -> ControllerConfig | BrokerConfig:
-    """A controller's file, or a broker agent's (both name node.id and metadata.log.dir)."""
+def _load(config_path: Path) -> ControllerConfig | NodeStorage:
+    """A controller's file (checked whole), or a broker agent's (its node.id and
+    metadata.log.dir: the rest is the agent's to check when it starts)."""
     try:
-        if is_broker_agent_config(read_properties(config_path)):
-            return load_broker_config(config_path)
+        props = read_properties(config_path)
+        if is_broker_agent_config(props):
+            return broker_storage(props)
         return load_config(config_path)
     except ConfigError as err:
         raise OperationFailed(f"invalid configuration {config_path}: {err}") from err

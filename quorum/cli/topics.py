@@ -10,6 +10,8 @@ import click
 
 from quorum.cli.admin_calls import call_admin, fail_on_item_errors, item_error
 from quorum.cli.bootstrap import (
+    cli_tls,
+    command_timeout,
     connection_options,
     parse_bootstrap,
     print_rows,
@@ -17,6 +19,13 @@ from quorum.cli.bootstrap import (
     with_stale_marker,
 )
 from quorum.cli.params import BROKER_ID, COUNT, config_pair, parse_int
+from quorum.cli.partition_offsets import (
+    BROKER_TIMEOUT_S,
+    BrokerAddress,
+    PartitionOffsets,
+    PartitionPlacement,
+    fetch_offsets,
+)
 from quorum.gen import admin_pb2 as api
 
 CREATE_BATCH = 50
@@ -252,30 +261,37 @@ def list_topics(bootstrap: str | None, cluster_id: str, output: str) -> None:
 @click.option("--under-replicated-partitions", is_flag=True, help="Only ISR < replicas.")
 @click.option("--under-min-isr-partitions", is_flag=True, help="Only ISR < min.insync.replicas.")
 @click.option("--unavailable-partitions", is_flag=True, help="Only partitions with no leader.")
+@click.option(
+    "--offsets/--no-offsets",
+    default=True,
+    show_default=True,
+    help="Ask the brokers for each replica's LEO and lag, the HW and the log start offset.",
+)
 @connection_options
 def describe(
     topics: tuple[str, ...],
     under_replicated_partitions: bool,
     under_min_isr_partitions: bool,
     unavailable_partitions: bool,
+    offsets: bool,
     bootstrap: str | None,
     cluster_id: str,
     output: str,
 ) -> None:
-    """Describe partitions: leader, leader epoch, replicas, ISR and health markers.
+    """Describe partitions: leader, leader epoch, replicas, ISR and health markers,
+    and from the brokers the HW, log start offset, and each replica's LEO and lag
+    behind the leader's LEO ("unknown" where a broker did not answer within 3 s).
 
     \b
     Example:
       quorumctl topics describe --topic orders
       quorumctl topics describe --under-min-isr-partitions
     """
+    addresses = parse_bootstrap(bootstrap)
     reply = call_admin(
-        parse_bootstrap(bootstrap),
-        cluster_id,
-        "DescribeTopics",
-        api.DescribeTopicsRequest(names=list(topics)),
+        addresses, cluster_id, "DescribeTopics", api.DescribeTopicsRequest(names=list(topics))
     )
-    failures, rows = [], []
+    failures, chosen = [], []
     for t in reply.topics:
         message = item_error(t.error)
         if message:
@@ -288,9 +304,59 @@ def describe(
                 continue
             if unavailable_partitions and p.leader != -1:
                 continue
-            rows.append(partition_row(t, p))
+            chosen.append((t, p))
+    found = broker_offsets(addresses, cluster_id, chosen) if offsets and chosen else {}
+    rows = [
+        partition_row(t, p) | offset_columns(p, found.get((t.name, p.partition)), output)
+        for t, p in chosen
+    ]
     print_rows(rows, output)
     fail_on_item_errors(failures)
+
+
+def broker_offsets(
+    addresses: list[str],
+    cluster_id: str,
+    chosen: list[tuple[api.TopicDescription, api.PartitionDescription]],
+) -> dict[tuple[str, int], PartitionOffsets]:
+    cluster = call_admin(addresses, cluster_id, "DescribeCluster", api.DescribeClusterRequest())
+    brokers = {
+        b.broker_id: BrokerAddress(b.host, b.port, b.security_protocol or "PLAINTEXT")
+        for b in cluster.brokers
+        if b.host and b.port
+    }
+    placements = [
+        PartitionPlacement(t.name, p.partition, p.leader, tuple(p.replicas)) for t, p in chosen
+    ]
+    timeout_s = min(BROKER_TIMEOUT_S, command_timeout())
+    return fetch_offsets(placements, brokers, timeout_s, cli_tls())
+
+
+def offset_columns(
+    p: api.PartitionDescription, found: PartitionOffsets | None, output: str
+) -> dict[str, Any]:
+    """HW, log start, and per replica (in `Replicas` order) its LEO and lag; None
+    (JSON null, "unknown" in a table) where no broker said."""
+    found = found or PartitionOffsets()
+    ends = [found.log_end_offsets.get(r) for r in p.replicas]
+    lags = [found.lag(p.leader, r) if p.leader >= 0 else None for r in p.replicas]
+    if output == "json":
+        return {
+            "HighWatermark": found.high_watermark,
+            "LogStartOffset": found.log_start_offset,
+            "LogEndOffsets": ends,
+            "Lags": lags,
+        }
+
+    def shown(value: int | None) -> int | str:
+        return "unknown" if value is None else value
+
+    return {
+        "HighWatermark": shown(found.high_watermark),
+        "LogStartOffset": shown(found.log_start_offset),
+        "LogEndOffsets": [shown(v) for v in ends],
+        "Lags": [shown(v) for v in lags],
+    }
 
 
 def partition_row(t: api.TopicDescription, p: api.PartitionDescription) -> dict[str, Any]:

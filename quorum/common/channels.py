@@ -1,4 +1,4 @@
-"""The one place gRPC channels and servers are built.
+"""The one place gRPC channels are built (servers: `quorum.rpc.servers`).
 
 Every process opens its channels and servers here so that settings that must
 agree on both ends (message size limits, TLS credentials: `quorum.common.tls`)
@@ -11,24 +11,16 @@ thousands of partition records is larger than gRPC's 4 MiB default.
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
-from quorum.common.malformed import RejectMalformedRequests
 from quorum.common.tls import TlsSettings
-from quorum.common.unexpected import AnswerEveryCall
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
-# Each server's interceptor that answers for it (see `stop_server`).
-_ANSWERING: weakref.WeakKeyDictionary[grpc.aio.Server, AnswerEveryCall] = (
-    weakref.WeakKeyDictionary()
-)
 
-_OPTIONS = [
+MESSAGE_SIZE_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
@@ -44,7 +36,7 @@ CONNECT_TIMEOUT_MS = 1000
 # roles meanwhile. Controllers cap it at their election timeout.
 DEFAULT_MAX_RECONNECT_BACKOFF_MS = 1000
 
-_SERVER_KEEPALIVE_OPTIONS = [
+SERVER_KEEPALIVE_OPTIONS = [
     # Accept the clients' pings, also between calls (else GOAWAY "too_many_pings").
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
@@ -149,7 +141,7 @@ def channel_options(
 ) -> list[tuple[str, int]]:
     """Every client channel's options: sizes, keepalive and bounded reconnects."""
     return [
-        *_OPTIONS,
+        *MESSAGE_SIZE_OPTIONS,
         ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -173,38 +165,3 @@ def open_channel(
     if tls is None:
         return grpc.aio.insecure_channel(address, options=options)
     return grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
-
-
-def new_server(
-    max_receive_bytes: int = MAX_MESSAGE_BYTES,
-    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
-) -> grpc.aio.Server:
-    """`max_receive_bytes` is the process's `socket.request.max.bytes`: gRPC refuses
-    a larger request (RESOURCE_EXHAUSTED) before decoding it. SO_REUSEPORT is off
-    (gRPC turns it on by default), so a second process given a busy port fails at
-    start-up instead of sharing the port and taking half of the calls.
-    `interceptors` run after the guard that turns any exception into a status
-    (`unexpected.py`) and the malformed-request guard (the server's own
-    authorization of grpcio's servicers)."""
-    options = [o for o in _OPTIONS if o[0] != "grpc.max_receive_message_length"]
-    answering = AnswerEveryCall()
-    server = grpc.aio.server(
-        options=[
-            *options,
-            ("grpc.max_receive_message_length", max_receive_bytes),
-            ("grpc.so_reuseport", 0),
-            *_SERVER_KEEPALIVE_OPTIONS,
-        ],
-        interceptors=[answering, RejectMalformedRequests(), *interceptors],
-    )
-    _ANSWERING[server] = answering
-    return server
-
-
-async def stop_server(server: grpc.aio.Server, grace_s: float) -> None:
-    """Stop `server`, first answering the calls still open after `grace_s`
-    (UNAVAILABLE: the node is shutting down) so gRPC need not cancel them."""
-    answering = _ANSWERING.pop(server, None)
-    if answering is not None:
-        await answering.end_calls(grace_s)
-    await server.stop(grace=grace_s)

@@ -1,29 +1,13 @@
-"""Controller configuration: a Java properties file in Kafka's conventions.
+"""The properties-file framework every process's configuration is built on.
 
-Operators of Kafka's KRaft controllers already know these keys, so we read the
-same file format with the same names and defaults instead of inventing our own.
-
-The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters``,
-``listeners``, ``controller.listener.names``, ``metadata.log.dir``, the TLS keys
-``listener.security.protocol.map`` and ``ssl.*`` (`quorum.common.tls`), and ours,
-``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
-one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
-ours), from which parsing, the effective configuration and the README's table
-come. The admin request limits are `quorum.controller.request_limits`.
-
-Everything is checked before the process does anything: an unknown key (with the
-closest known one suggested, since a misspelt timeout would otherwise silently
-fall back to its default), a key given twice in a file, a value the key does not
-take, or settings that contradict each other raise `ConfigError`, whose `key`
-names the offending property and whose message always contains it. Every
-problem of a file is reported at once (`ConfigErrors`), so an operator bringing
-a real Kafka `controller.properties` fixes it in one pass, not one run per key.
-
-A key Kafka defines that this product does not use (`num.network.threads`,
-`log.retention.hours`, ... in `KAFKA_IGNORED_KEYS`) is accepted and listed in
-`ControllerConfig.ignored_keys`, which the process logs in one WARN line.
-`log.dirs` (or `log.dir`) stands in for an absent `metadata.log.dir`, as in Kafka,
-where the metadata log lives in the first log directory unless told otherwise.
+Kafka's operators know its Java properties files, so every process (controller,
+broker agent, tools) reads the same format with Kafka's names. This module has
+what they share: reading a file (a key given twice is an error), rendering one,
+`ConfigError` (whose `key` names the property to fix) and `ConfigErrors` (every
+problem of a file at once), integer keys with bounds (`IntSpec`, `IntKey`), host
+and port, URL, voter-list and log-level values, and "did you mean" for an unknown
+key. Each process's key set lives with its process: the controller's in
+`quorum.controller_config`, the broker agent's in `broker_agent.config`.
 """
 
 from __future__ import annotations
@@ -31,60 +15,34 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import javaproperties
 
-from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
-from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
-from quorum.common.tls import SERVER_KEYS as TLS_KEYS
-from quorum.common.tls import (
-    TlsConfigError,
-    TlsSettings,
-    plaintext_properties,
-    tls_from_properties,
-)
-from quorum.controller.authorizer import (
-    NO_AUTHORIZER,
-    STANDARD_AUTHORIZER,
-    AuthorizerConfig,
-    parse_super_users,
-)
-from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
-from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
-from quorum.controller.request_limits import RequestLimits, default_of, limits_from
-
-__all__ = [
-    "INT_KEYS",
-    "KAFKA_IGNORED_KEYS",
-    "KAFKA_KEYS",
-    "KNOWN_KEYS",
-    "OUR_KEYS",
-    "ConfigError",
-    "ConfigErrors",
-    "ControllerConfig",
-    "Endpoint",
-    "load_config",
-    "parse_config",
-    "render_properties",
-]
-
-
-CONTROLLER = "controller"
-BROKER = "broker"
-DEFAULT_LISTENER_NAME = "CONTROLLER"
 MIN_SEGMENT_BYTES = 8 * 1024
+
+
 INT_MAX = 2**31 - 1  # Kafka's INT settings
+
+
 LONG_MAX = 2**63 - 1  # Kafka's LONG settings
+
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 _LOG_LEVEL_ALIASES = {"WARN": "WARNING", "FATAL": "CRITICAL"}
+
+
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII only: int() would also take "1_000" or "٣"
+
+
 _HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?\.?")  # trailing dot: FQDN
+
+
 _ANY_HOST = "0.0.0.0"
-T = TypeVar("T")
 
 
 class ConfigError(Exception):
@@ -108,7 +66,7 @@ class ConfigErrors(ConfigError):
         self.problems = problems
 
 
-class _Problems:
+class Problems:
     """Collects `ConfigError`s so every problem of a file is reported in one run."""
 
     def __init__(self) -> None:
@@ -137,94 +95,6 @@ class Endpoint:
         return f"{host}:{self.port}"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ControllerConfig:
-    """One controller's (or observer's) validated settings.
-
-    Keyword-only, because twenty integers in a row are too easy to misplace.
-    """
-
-    node_id: int
-    process_roles: tuple[str, ...]
-    voters: dict[int, Endpoint]
-    listener: Endpoint
-    advertised: Endpoint
-    metadata_log_dir: Path
-    election_timeout_ms: int
-    fetch_timeout_ms: int
-    election_backoff_max_ms: int
-    request_timeout_ms: int
-    retry_backoff_ms: int
-    fetch_max_wait_ms: int
-    max_epoch_jump: int = 10_000
-    # `controller.quorum.voter.principals`: the principal each voter's certificate
-    # must carry under mTLS (`quorum.server.voter_identity`); unset ids default.
-    voter_principals: dict[int, str] = field(default_factory=dict)
-    metrics_listener: Endpoint | None = None
-    metrics_tls: MetricsTls | None = None
-    log_segment_bytes: int
-    log_segment_ms: int
-    max_retention_bytes: int
-    max_retention_ms: int
-    snapshot_max_new_record_bytes: int
-    snapshot_max_interval_ms: int
-    snapshot_retain_count: int
-    broker_session_timeout_ms: int = 9000
-    admin_rate_per_client: int = 0
-    admin_burst_per_client: int = 0
-    metrics_sample_window_ms: int = 30000
-    metrics_num_samples: int = 2
-    log_level: str = "INFO"
-    request_limits: RequestLimits = DEFAULT_LIMITS
-    tls: TlsSettings | None = None
-    authorizer: AuthorizerConfig = NO_AUTHORIZER
-    source: Path | None = None
-    # Kafka keys the file sets that this product does not use (logged, not applied).
-    ignored_keys: tuple[str, ...] = ()
-
-    @property
-    def is_voter(self) -> bool:
-        """Whether this node votes (a controller) rather than only follows the log."""
-        return self.node_id in self.voters
-
-    def as_properties(self) -> dict[str, str]:
-        """Every key with its effective value, defaults included.
-
-        What the node actually runs with, for its startup log and `describe`;
-        `parse_config` of the result gives back an equal configuration.
-        """
-        voters = ",".join(f"{n}@{e.address()}" for n, e in sorted(self.voters.items()))
-        props = {
-            "node.id": str(self.node_id),
-            "process.roles": ",".join(self.process_roles),
-            "controller.quorum.voters": voters,
-            "listeners": f"{DEFAULT_LISTENER_NAME}://{self.listener.address()}",
-            "controller.listener.names": DEFAULT_LISTENER_NAME,
-            "metadata.log.dir": str(self.metadata_log_dir),
-            VOTER_PRINCIPALS_KEY: ";".join(
-                f"{n}@{p}" for n, p in sorted(self.voter_principals.items())
-            ),
-        }
-        for key in INT_KEYS:
-            props[key.name] = str(getattr(self, key.field))
-        scheme = "https" if self.metrics_tls else "http"
-        props["metrics.listener"] = (
-            f"{scheme}://{self.metrics_listener.address()}" if self.metrics_listener else ""
-        )
-        props[METRICS_CLIENT_AUTH_KEY] = (
-            self.metrics_tls.client_auth.value if self.metrics_tls else ""
-        )
-        props["log.level"] = self.log_level
-        for prop in LIMIT_PROPERTIES:
-            props[prop.key] = str(getattr(self.request_limits, prop.field))
-        props.update(self.tls.properties() if self.tls else plaintext_properties())
-        auth = self.authorizer
-        props["authorizer.class.name"] = STANDARD_AUTHORIZER if auth.enabled else ""
-        props["super.users"] = ";".join(sorted(auth.super_users))
-        props["allow.everyone.if.no.acl.found"] = str(auth.allow_everyone_if_no_acl_found).lower()
-        return props
-
-
 @dataclass(frozen=True)
 class IntSpec:
     field: str
@@ -250,164 +120,6 @@ class IntKey:
     @property
     def spec(self) -> IntSpec:
         return IntSpec(self.field, self.default, self.minimum, self.maximum)
-
-
-_DAY_MS = 24 * 3600 * 1000
-INT_KEYS: tuple[IntKey, ...] = (
-    IntKey("controller.quorum.election.timeout.ms", "election_timeout_ms", 1000, 1),
-    IntKey("controller.quorum.fetch.timeout.ms", "fetch_timeout_ms", 2000, 1),
-    IntKey("controller.quorum.election.backoff.max.ms", "election_backoff_max_ms", 1000, 1),
-    IntKey("controller.quorum.request.timeout.ms", "request_timeout_ms", 2000, 1),
-    IntKey("controller.quorum.retry.backoff.ms", "retry_backoff_ms", 20, 0),
-    IntKey("controller.quorum.fetch.max.wait.ms", "fetch_max_wait_ms", 500, 0,
-           doc="how long the leader holds an idle fetch", kafka=False),
-    IntKey("controller.quorum.max.epoch.jump", "max_epoch_jump", 10_000, 1, kafka=False,
-           doc="a request may move a node at most this many epochs above its last "
-               "log entry's (see Security)"),
-    IntKey("metadata.log.segment.bytes", "log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
-    IntKey("metadata.log.segment.ms", "log_segment_ms", 7 * _DAY_MS, 1, LONG_MAX),
-    IntKey("metadata.max.retention.bytes", "max_retention_bytes", 100 << 20, -1, LONG_MAX,
-           doc="segments wholly below the latest snapshot; -1: unlimited"),
-    IntKey("metadata.max.retention.ms", "max_retention_ms", 7 * _DAY_MS, -1, LONG_MAX,
-           doc="-1: unlimited"),
-    IntKey("metadata.snapshot.max.new.record.bytes", "snapshot_max_new_record_bytes",
-           20 << 20, 1, LONG_MAX),
-    IntKey("metadata.snapshot.max.interval.ms", "snapshot_max_interval_ms", 3600 * 1000, 0,
-           LONG_MAX, doc="0 disables time-based snapshots"),
-    IntKey("metadata.snapshot.retain.count", "snapshot_retain_count", 2, 1,
-           doc="snapshots kept on disk, newest first", kafka=False),
-    IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
-           doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
-    IntKey("admin.request.rate.per.client", "admin_rate_per_client", 0, 0, kafka=False,
-           doc="admin calls a second per client (principal, else host); 0: unlimited"),
-    IntKey("admin.request.burst.per.client", "admin_burst_per_client", 0, 0, kafka=False,
-           doc="admin calls a client may make at once; 0: one second's worth"),
-    IntKey("metrics.sample.window.ms", "metrics_sample_window_ms", 30000, 1,
-           doc="one sample of the windowed metrics (`quorum_raft_poll_idle_ratio`)"),
-    IntKey("metrics.num.samples", "metrics_num_samples", 2, 1, 100,
-           doc="samples kept: the window covers `num.samples` - 1 to `num.samples` of them"),
-)  # fmt: skip
-
-AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
-
-# The keys parsed by hand (structure rather than one number each).
-_STRUCTURAL_KAFKA_KEYS = (
-    "node.id",
-    "process.roles",
-    "controller.quorum.voters",
-    "listeners",
-    "controller.listener.names",
-    "metadata.log.dir",
-    *TLS_KEYS,
-    *AUTHORIZER_KEYS,
-)
-VOTER_PRINCIPALS_KEY = "controller.quorum.voter.principals"
-_STRUCTURAL_OUR_KEYS = (
-    "metrics.listener",
-    METRICS_CLIENT_AUTH_KEY,
-    "log.level",
-    VOTER_PRINCIPALS_KEY,
-)
-KAFKA_KEYS: tuple[str, ...] = _STRUCTURAL_KAFKA_KEYS + tuple(k.name for k in INT_KEYS if k.kafka)
-OUR_KEYS: tuple[str, ...] = _STRUCTURAL_OUR_KEYS + tuple(k.name for k in INT_KEYS if not k.kafka)
-KNOWN_KEYS: tuple[str, ...] = KAFKA_KEYS + OUR_KEYS + tuple(p.key for p in LIMIT_PROPERTIES)
-
-# Keys Kafka's brokers and controllers define that this product does not use: a
-# real Kafka controller.properties (or a combined-mode server.properties) carries
-# them, and refusing each in turn makes an operator edit the file once per key.
-# They are accepted and named in one WARN line. A curated list of the common ones,
-# not all of Kafka's; anything else is still an unknown key ("did you mean"), and
-# so is zookeeper.connect: a ZooKeeper-mode file is the wrong file, not a detail.
-# Security keys this product does not implement (JKS stores, SASL, a custom
-# principal builder) are never ignored: an operator who set them expects
-# protection that would silently be missing, so they stay errors.
-# `log.dirs` and `log.dir` are used: they stand in for an absent metadata.log.dir.
-LOG_DIRS_KEYS = ("log.dirs", "log.dir")
-KAFKA_IGNORED_KEYS: tuple[str, ...] = (
-    # listeners, security and networking
-    "advertised.listeners",
-    "inter.broker.listener.name",
-    "security.inter.broker.protocol",
-    "num.network.threads",
-    "num.io.threads",
-    "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir",
-    "background.threads",
-    "queued.max.requests",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-    "socket.listen.backlog.size",
-    "connections.max.idle.ms",
-    "max.connections",
-    "max.connections.per.ip",
-    "request.timeout.ms",
-    "reserved.broker.max.id",
-    "ssl.endpoint.identification.algorithm",
-    # the data plane: topics, partitions and their logs
-    "num.partitions",
-    "default.replication.factor",
-    "min.insync.replicas",
-    "unclean.leader.election.enable",
-    "auto.create.topics.enable",
-    "delete.topic.enable",
-    "offsets.topic.replication.factor",
-    "offsets.topic.num.partitions",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "group.initial.rebalance.delay.ms",
-    "log.retention.hours",
-    "log.retention.minutes",
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.retention.check.interval.ms",
-    "log.segment.bytes",
-    "log.segment.ms",
-    "log.roll.hours",
-    "log.roll.ms",
-    "log.cleanup.policy",
-    "log.cleaner.enable",
-    "log.cleaner.threads",
-    "log.flush.interval.messages",
-    "log.flush.interval.ms",
-    "log.message.timestamp.type",
-    "message.max.bytes",
-    "replica.lag.time.max.ms",
-    "replica.fetch.max.bytes",
-    "compression.type",
-    "auto.leader.rebalance.enable",
-    "leader.imbalance.check.interval.seconds",
-    "leader.imbalance.per.broker.percentage",
-    # broker registration and metadata handling this product does its own way
-    "broker.id",
-    "broker.rack",
-    "broker.heartbeat.interval.ms",
-    "controlled.shutdown.enable",
-    "controller.quorum.bootstrap.servers",
-    "controller.quorum.append.linger.ms",
-    "metadata.log.max.record.bytes.between.snapshots",
-    "metadata.max.idle.interval.ms",
-    "initial.broker.registration.timeout.ms",
-    "metric.reporters",
-    "metrics.recording.level",
-    "group.coordinator.rebalance.protocols",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-)
-
-
-def int_key_table() -> str:
-    """The README's table of integer keys, rendered from `INT_KEYS`."""
-    rows = ["| key | default | range | |", "|-----|---------|-------|--|"]
-    for k in INT_KEYS:
-        note = k.doc if k.kafka else f"ours: {k.doc}"
-        rows.append(f"| `{k.name}` | {k.default} | {k.minimum}..{k.maximum} | {note} |")
-    return "\n".join(rows) + "\n"
-
-
-def load_config(path: Path | str) -> ControllerConfig:
-    """Read and validate a controller's properties file."""
-    path = Path(path)
-    return parse_config(read_properties(path), source=path)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -441,165 +153,7 @@ def read_properties(path: Path) -> dict[str, str]:
     return props
 
 
-def parse_config(props: Mapping[str, str], source: Path | None = None) -> ControllerConfig:
-    """Validate properties (as read from a file) into a `ControllerConfig`; every
-    problem found is reported at once (`ConfigErrors` when there are several)."""
-    problems = _Problems()
-    props, ignored = _sorted_keys(props, problems)
-
-    def check(parse: Callable[[], T]) -> T | None:
-        try:
-            return parse()
-        except ConfigError as err:
-            problems.add(err)
-            return None
-
-    node_id = check(lambda: integer(props, "node.id", IntSpec("node_id", -1, 0), required=True))
-    roles = check(lambda: _roles(props.get("process.roles", "")))
-    voter_map = check(lambda: voters(props.get("controller.quorum.voters", "")))
-    principals = check(lambda: voter_principals(props.get(VOTER_PRINCIPALS_KEY, ""), voter_map))
-    listener = check(lambda: _listener(props))
-    log_dir = _log_dir(props, problems)
-    ints = {
-        key.field: check(lambda key=key: integer(props, key.name, key.spec)) for key in INT_KEYS
-    }  # type: ignore[misc]
-    raw_metrics = props.get("metrics.listener", "")
-    metrics = check(lambda: url("metrics.listener", raw_metrics)) if raw_metrics else None
-    level = check(lambda: log_level(props.get("log.level", "") or "INFO"))
-    limit_values = {
-        p.field: check(
-            lambda p=p: integer(props, p.key, IntSpec(p.field, default_of(p), p.minimum))  # type: ignore[misc]
-        )
-        for p in LIMIT_PROPERTIES
-    }
-    if node_id is not None and roles is not None and voter_map is not None and listener:
-        for err in _role_problems(node_id, roles, voter_map, listener):
-            problems.add(err)
-    tls = check(lambda: _tls(props))
-    metrics_tls = check(lambda: _metrics_tls(props, tls))
-    authorizer = check(lambda: _authorizer(props))
-    if metrics is not None and listener is not None and _same_endpoint(metrics, listener):
-        problems.add(
-            ConfigError(
-                "metrics.listener", f"metrics.listener uses the listeners port {listener.port}"
-            )
-        )
-    if all(v is not None for v in ints.values()):
-        for err in _timeout_problems(ints):  # type: ignore[arg-type]
-            problems.add(err)
-    problems.raise_any()
-    assert node_id is not None and roles is not None and voter_map is not None
-    assert listener is not None and log_dir is not None and level is not None
-
-    return ControllerConfig(
-        node_id=node_id,
-        process_roles=roles,
-        voters=voter_map,
-        listener=listener,
-        advertised=voter_map.get(node_id, listener),
-        voter_principals=principals or {},
-        metadata_log_dir=Path(log_dir),
-        metrics_listener=metrics,
-        metrics_tls=metrics_tls,
-        **ints,  # type: ignore[arg-type]
-        log_level=level,
-        request_limits=limits_from(limit_values),  # type: ignore[arg-type]
-        tls=tls,
-        authorizer=authorizer if authorizer is not None else NO_AUTHORIZER,
-        source=source,
-        ignored_keys=ignored,
-    )
-
-
-def _tls(props: Mapping[str, str]) -> TlsSettings | None:
-    try:
-        return tls_from_properties(props, server=True, listener_name=_listener_name(props))
-    except TlsConfigError as err:
-        raise ConfigError(err.key, str(err)) from None
-
-
-def _metrics_tls(props: Mapping[str, str], tls: TlsSettings | None) -> MetricsTls | None:
-    try:
-        return metrics_tls_from(props, tls)
-    except TlsConfigError as err:
-        raise ConfigError(err.key, str(err)) from None
-
-
-def _sorted_keys(
-    props: Mapping[str, str], problems: _Problems
-) -> tuple[dict[str, str], tuple[str, ...]]:
-    """(the keys this product reads, the Kafka keys it ignores); every unknown key
-    is a problem, with the closest known one suggested."""
-    stripped = {k.strip(): v.strip() for k, v in props.items()}
-    used = KNOWN_KEYS + LOG_DIRS_KEYS
-    ignored = tuple(sorted(k for k in stripped if k in KAFKA_IGNORED_KEYS))
-    for key in stripped:
-        if key not in used and key not in KAFKA_IGNORED_KEYS:
-            problems.add(_unknown(key, used + KAFKA_IGNORED_KEYS))
-    return {k: v for k, v in stripped.items() if k in used}, ignored
-
-
-def _log_dir(props: Mapping[str, str], problems: _Problems) -> str | None:
-    """metadata.log.dir, else the first of log.dirs (or log.dir), as Kafka does."""
-    if props.get("metadata.log.dir"):
-        return props["metadata.log.dir"]
-    for key in LOG_DIRS_KEYS:
-        first = props.get(key, "").split(",")[0].strip()
-        if first:
-            return first
-    problems.add(
-        ConfigError(
-            "metadata.log.dir",
-            "metadata.log.dir is required: the metadata log directory "
-            "(or log.dirs, whose first directory Kafka uses when it is absent)",
-        )
-    )
-    return None
-
-
-def _role_problems(
-    node_id: int, roles: tuple[str, ...], voter_map: Mapping[int, Endpoint], listener: Endpoint
-) -> list[ConfigError]:
-    if roles == (CONTROLLER,):
-        if node_id not in voter_map:
-            return [
-                ConfigError(
-                    "node.id",
-                    f"node.id {node_id} is not in controller.quorum.voters "
-                    f"({', '.join(map(str, sorted(voter_map)))}): a controller must be a "
-                    "voter. To follow the log as an observer, set process.roles=broker",
-                )
-            ]
-        if voter_map[node_id].port != listener.port:
-            return [
-                ConfigError(
-                    "listeners",
-                    f"listeners port {listener.port} differs from the port of node {node_id} "
-                    f"in controller.quorum.voters ({voter_map[node_id].address()}); peers "
-                    "would dial a port nobody listens on",
-                )
-            ]
-        return []
-    if node_id in voter_map:
-        return [
-            ConfigError(
-                "process.roles",
-                f"process.roles=broker, but node.id {node_id} is in "
-                "controller.quorum.voters: a voter must be a controller",
-            )
-        ]
-    return [
-        ConfigError(
-            "listeners",
-            f"listeners {listener.address()} is voter {voter}'s address "
-            "in controller.quorum.voters",
-        )
-        for voter, endpoint in voter_map.items()
-        if _same_endpoint(endpoint, listener)
-    ][:1]
-
-
-def _unknown(key: str, known: tuple[str, ...]) -> ConfigError:
+def unknown_key(key: str, known: tuple[str, ...]) -> ConfigError:
     close = difflib.get_close_matches(key, known, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return ConfigError(key, f"unknown property '{key}'{hint}")
@@ -611,7 +165,7 @@ def known_properties(props: Mapping[str, str], known: tuple[str, ...]) -> dict[s
     props = {k.strip(): v.strip() for k, v in props.items()}
     for key in props:
         if key not in known:
-            raise _unknown(key, known)
+            raise unknown_key(key, known)
     return props
 
 
@@ -663,25 +217,6 @@ def integer(props: Mapping[str, str], key: str, spec: IntSpec, *, required: bool
     return value
 
 
-def _roles(raw: str) -> tuple[str, ...]:
-    key = "process.roles"
-    roles = [r.strip() for r in raw.split(",")] if raw else []
-    if not roles:
-        raise ConfigError(key, "is required: controller, or broker for an observer")
-    for role in roles:
-        if role not in (CONTROLLER, BROKER):
-            raise ConfigError(key, f"unknown role {role!r} (expected controller or broker)")
-    if len(set(roles)) != len(roles):
-        raise ConfigError(key, f"lists a role twice: {raw!r}")
-    if len(roles) > 1:
-        raise ConfigError(
-            key,
-            "combined mode (broker,controller) is not supported: run the controller and "
-            "the observer as separate processes",
-        )
-    return (roles[0],)
-
-
 def voters(raw: str) -> dict[int, Endpoint]:
     key = "controller.quorum.voters"
     if not raw:
@@ -700,96 +235,12 @@ def voters(raw: str) -> dict[int, Endpoint]:
         if node_id in found:
             raise ConfigError(key, f"node {node_id} appears twice")
         for other, known in found.items():
-            if _same_endpoint(known, endpoint):
+            if same_endpoint(known, endpoint):
                 raise ConfigError(
                     key, f"nodes {other} and {node_id} share the address {endpoint.address()}"
                 )
         found[node_id] = endpoint
     return found
-
-
-def voter_principals(raw: str, voter_map: Mapping[int, Endpoint] | None) -> dict[int, str]:
-    """``1@User:CN=a;2@User:CN=b``: semicolons between entries, since a
-    certificate subject holds commas (as Kafka's `super.users` does)."""
-    key = VOTER_PRINCIPALS_KEY
-    found: dict[int, str] = {}
-    for entry in filter(None, (e.strip() for e in raw.split(";"))):
-        node, at, principal = entry.partition("@")
-        if not at or not re.fullmatch(r"[0-9]+", node.strip()):
-            raise ConfigError(key, f"entry {entry!r} is not id@User:subject")
-        node_id = int(node)
-        if not principal.startswith("User:") or len(principal) == len("User:"):
-            raise ConfigError(key, f"entry {entry!r}: a principal is User:<subject>")
-        if voter_map is not None and node_id not in voter_map:
-            raise ConfigError(key, f"node {node_id} is not in controller.quorum.voters")
-        if node_id in found:
-            raise ConfigError(key, f"node {node_id} appears twice")
-        found[node_id] = principal
-    return found
-
-
-def _authorizer(props: Mapping[str, str]) -> AuthorizerConfig:
-    """Kafka's authorizer keys. Only the StandardAuthorizer exists here; naming
-    another class is refused rather than silently running without one."""
-    name = props.get("authorizer.class.name", "")
-    if name not in ("", STANDARD_AUTHORIZER):
-        raise ConfigError(
-            "authorizer.class.name",
-            f"authorizer.class.name must be {STANDARD_AUTHORIZER} or empty, got {name!r}",
-        )
-    raw_allow = props.get("allow.everyone.if.no.acl.found", "") or "false"
-    if raw_allow.lower() not in ("true", "false"):
-        raise ConfigError(
-            "allow.everyone.if.no.acl.found",
-            f"allow.everyone.if.no.acl.found must be true or false, got {raw_allow!r}",
-        )
-    super_users = parse_super_users(props.get("super.users", ""))
-    for user in super_users:
-        kind, sep, who = user.partition(":")
-        if not sep or not kind or not who:
-            raise ConfigError(
-                "super.users",
-                f"super.users entry {user!r} is not Type:name (e.g. User:CN=controller-1; "
-                "entries are separated by ';')",
-            )
-    return AuthorizerConfig(
-        enabled=bool(name),
-        super_users=super_users,
-        allow_everyone_if_no_acl_found=raw_allow.lower() == "true",
-    )
-
-
-def _listener_name(props: Mapping[str, str]) -> str:
-    first = props.get("controller.listener.names", "").split(",")[0].strip().upper()
-    return first or DEFAULT_LISTENER_NAME
-
-
-def _listener(props: Mapping[str, str]) -> Endpoint:
-    """The listener named first in controller.listener.names (Kafka uses the first)."""
-    names = [n.strip().upper() for n in props.get("controller.listener.names", "").split(",")]
-    if not any(names):
-        names = [DEFAULT_LISTENER_NAME]
-    if not all(names):
-        raise ConfigError("controller.listener.names", "has an empty name")
-    raw = props.get("listeners", "")
-    if not raw:
-        raise ConfigError("listeners", f"is required, e.g. {names[0]}://127.0.0.1:9093")
-    found: dict[str, str] = {}
-    for entry in (e.strip() for e in raw.split(",")):
-        name, sep, rest = entry.partition("://")
-        name = name.strip().upper()
-        if not sep or not name:
-            raise ConfigError("listeners", f"entry {entry!r} is not NAME://host:port")
-        if name in found:
-            raise ConfigError("listeners", f"names listener {name} twice")
-        found[name] = rest.strip()
-    if names[0] not in found:
-        raise ConfigError(
-            "listeners",
-            f"listeners has no {names[0]} listener (named by controller.listener.names); "
-            f"found {', '.join(found)}",
-        )
-    return host_port("listeners", found[names[0]], any_host=True)
 
 
 def url(key: str, raw: str) -> Endpoint:
@@ -823,7 +274,7 @@ def host_port(key: str, raw: str, any_host: bool = False) -> Endpoint:
     return Endpoint(host, int(port_text))
 
 
-def _same_endpoint(a: Endpoint, b: Endpoint) -> bool:
+def same_endpoint(a: Endpoint, b: Endpoint) -> bool:
     return a.port == b.port and a.host.lower() == b.host.lower()
 
 
@@ -833,45 +284,3 @@ def log_level(raw: str) -> str:
     if level not in LOG_LEVELS:
         raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
     return level
-
-
-def _timeout_problems(ints: Mapping[str, int]) -> list[ConfigError]:
-    """Timeouts that contradict each other make a quorum that flaps or never
-    elects, which is much harder to diagnose at runtime than here."""
-    found = []
-    election, fetch = ints["election_timeout_ms"], ints["fetch_timeout_ms"]
-    if election > fetch:
-        found.append(
-            ConfigError(
-                "controller.quorum.election.timeout.ms",
-                f"controller.quorum.election.timeout.ms ({election}) is larger than "
-                f"controller.quorum.fetch.timeout.ms ({fetch}): followers would give up "
-                "on a leader before a candidate could win an election",
-            )
-        )
-    wait, request = ints["fetch_max_wait_ms"], ints["request_timeout_ms"]
-    if wait >= request:
-        found.append(
-            ConfigError(
-                "controller.quorum.fetch.max.wait.ms",
-                f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
-                f"controller.quorum.request.timeout.ms ({request}): a parked fetch would "
-                "time out before the leader answers it",
-            )
-        )
-    if wait >= fetch:
-        found.append(
-            ConfigError(
-                "controller.quorum.fetch.max.wait.ms",
-                f"controller.quorum.fetch.max.wait.ms ({wait}) must be below "
-                f"controller.quorum.fetch.timeout.ms ({fetch}): an idle leader would look "
-                "dead to its followers",
-            )
-        )
-    return found
-
-
-def authorizer_from(props: Mapping[str, str]) -> AuthorizerConfig:
-    """The authorizer keys of any process's properties (the brokers' Kafka
-    listeners read the same three keys as the controllers)."""
-    return _authorizer(props)

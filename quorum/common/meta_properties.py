@@ -43,7 +43,7 @@ from pathlib import Path
 
 import javaproperties
 
-from quorum.log.fsutil import fsync_dir, write_atomically
+from quorum.common.fsutil import fsync_dir, write_atomically
 
 __all__ = [
     "META_FILE",

@@ -20,9 +20,10 @@ Pure decisions, no gRPC: the servicers pass the caller's principal and host
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from quorum.common.config import ConfigError
 from quorum.controller.metadata_image import AclEntry
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -176,3 +177,39 @@ __all__ = [
     "authorize",
     "parse_super_users",
 ]
+
+
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
+
+
+def authorizer_from(props: Mapping[str, str]) -> AuthorizerConfig:
+    """Kafka's authorizer keys, read the same way by every process (the brokers'
+    Kafka listeners read the same three keys as the controllers). Only the
+    StandardAuthorizer exists here; naming another class is refused rather than
+    silently running without one."""
+    name = props.get("authorizer.class.name", "")
+    if name not in ("", STANDARD_AUTHORIZER):
+        raise ConfigError(
+            "authorizer.class.name",
+            f"authorizer.class.name must be {STANDARD_AUTHORIZER} or empty, got {name!r}",
+        )
+    raw_allow = props.get("allow.everyone.if.no.acl.found", "") or "false"
+    if raw_allow.lower() not in ("true", "false"):
+        raise ConfigError(
+            "allow.everyone.if.no.acl.found",
+            f"allow.everyone.if.no.acl.found must be true or false, got {raw_allow!r}",
+        )
+    super_users = parse_super_users(props.get("super.users", ""))
+    for user in super_users:
+        kind, sep, who = user.partition(":")
+        if not sep or not kind or not who:
+            raise ConfigError(
+                "super.users",
+                f"super.users entry {user!r} is not Type:name (e.g. User:CN=controller-1; "
+                "entries are separated by ';')",
+            )
+    return AuthorizerConfig(
+        enabled=bool(name),
+        super_users=super_users,
+        allow_everyone_if_no_acl_found=raw_allow.lower() == "true",
+    )

@@ -14,7 +14,7 @@ import asyncio
 import bisect
 from collections.abc import Callable
 
-from quorum.log.file_log import wall_clock_ms
+from quorum.common.clocks import wall_clock_ms
 
 
 class CommitClock:

@@ -13,29 +13,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from quorum.controller import cluster_ops, partition_ops, topic_ops
 from quorum.controller import config_schema as cs
-from quorum.controller import partition_ops
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
 from quorum.controller.cluster_ops import SUPPORTED_FEATURES
 from quorum.controller.commit_clock import CommitClock
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.metrics_view import ControllerView
 from quorum.controller.request_limits import RequestLimits
+from quorum.controller.snapshot_generator import SnapshotGenerator
 from quorum.controller.validation import check_request
 from quorum.controller.write_queue import NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
 from quorum.raft.client_api import (
+    Batch,
     LeaderAndEpoch,
+    NotLeaderError,
     ProposalFailed,
     ProposalOutcomeUnknown,
     RaftClient,
+    SnapshotReader,
 )
-from quorum.raft.node import NotLeaderError
+from snapshots.policy import SnapshotPolicy
 
 T = TypeVar("T")
 
@@ -62,6 +67,7 @@ class QuorumController:
         session_timeout_s: float = 9.0,
         limits: RequestLimits | None = None,
         wall_clock_ms: Callable[[], int] | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self.raft = raft
         self.image = image
@@ -78,22 +84,54 @@ class QuorumController:
         )
         self.errors = 0  # call-level refusals, for the metrics
         self.timed_out_heartbeats = 0  # sessions that ran out (TimedOutBrokerHeartbeatCount)
+        # The leader's append time of the last batch applied (-1: none yet), for
+        # Kafka's LastAppliedRecordTimestamp and LastAppliedRecordLagMs.
+        self.last_applied_append_time_ms = -1
+        self.snapshots = (
+            SnapshotGenerator(raft, image, snapshot_policy) if snapshot_policy else None
+        )
+        self.view = ControllerView(self)  # what the metrics read
         raft.register(self)
 
     # ------------------------------------------------------- RaftListener
 
-    def handle_commit(self, high_watermark: int) -> None:
-        self.commits.on_commit(high_watermark)
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        """Apply committed batches to the image, in offset order (control batches
+        only move the applied offset); an unknown record version or a record that
+        contradicts the image raises, and Raft stops this node rather than skip it."""
+        image, snapshots = self.image, self.snapshots
+        for batch in batches:
+            if not batch.control:
+                for offset, record in enumerate(batch.records, start=batch.base_offset):
+                    image.apply(offset, record)
+                if snapshots is not None:
+                    snapshots.on_committed(batch.records)
+            image.advance_to(batch.next_offset)
+            self.last_applied_append_time_ms = batch.append_time_ms
+        self.commits.on_commit(image.applied_offset)
+        self.queue.notify()
+        if snapshots is not None:
+            snapshots.maybe_start()
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        self.image.load_snapshot(reader.records, reader.snapshot_id.end_offset)
+        if self.snapshots is not None:
+            self.snapshots.on_loaded(reader.snapshot_id)
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
         """Brokers' parked fetches are woken, so that a controller that stopped
-        being active tells them at once (NOT_CONTROLLER with the new leader). The
-        write queue asks `_ready` per write, and the fencing loop refreshes every
-        session when this node becomes active."""
+        being active tells them at once (NOT_CONTROLLER with the new leader); a
+        write waiting for this node to become active looks again. The fencing
+        loop refreshes every session when this node becomes active."""
         if leader.leader_id != self.raft.node_id:
             self.commits.wake()
+        self.queue.notify()
 
     # ------------------------------------------------------------ writes
+
+    @property
+    def node_id(self) -> int:
+        return self.raft.node_id
 
     @property
     def leader(self) -> LeaderAndEpoch:
@@ -182,6 +220,10 @@ class QuorumController:
             self.errors += 1
             raise ControllerError(ApiError.INVALID_REQUEST, "; ".join(problems))
         raft = self.raft
+        # Only the active controller's log holds every committed record: a
+        # follower behind the broker must answer NOT_CONTROLLER, not claim the
+        # broker's cache is from another log.
+        await self.queue.wait_active()
         if request.fetch_offset > raft.log_end_offset:
             raise ControllerError(
                 ApiError.OFFSET_OUT_OF_RANGE,
@@ -260,7 +302,87 @@ class QuorumController:
                 ApiError.STALE_BROKER_EPOCH, f"broker {broker_id} epoch {broker_epoch}"
             )
 
+    # ---------------------------------------------------- admin API: writes
+    # Kafka's `ControllerApis` calls `QuorumController.createTopics` and its
+    # siblings; the servicers call these. Each builds its records against the
+    # committed image inside the write queue and answers once they committed.
+
+    async def _answer(self, build: Callable[[], tuple[list[md.MetadataRecord], T]]) -> T:
+        """`write`, with the answer's `metadata_offset` (when it has one) set to the
+        offset that shows the outcome (read-your-writes for forwarding brokers)."""
+        result, offset = await self.write_at(build)
+        descriptor = getattr(result, "DESCRIPTOR", None)
+        if descriptor is not None and "metadata_offset" in descriptor.fields_by_name:
+            result.metadata_offset = offset  # type: ignore[attr-defined]
+        return result
+
+    async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
+        return await self._answer(
+            lambda: topic_ops.build_create_topics(self.image, request, self.rng, self.limits)
+        )
+
+    async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:
+        return await self._answer(lambda: topic_ops.build_delete_topics(self.image, request))
+
+    async def create_partitions(
+        self, request: api.CreatePartitionsRequest
+    ) -> api.CreatePartitionsResponse:
+        return await self._answer(
+            lambda: topic_ops.build_create_partitions(self.image, request, self.rng, self.limits)
+        )
+
+    async def incremental_alter_configs(
+        self, request: api.IncrementalAlterConfigsRequest
+    ) -> api.IncrementalAlterConfigsResponse:
+        return await self._answer(lambda: cluster_ops.build_alter_configs(self.image, request))
+
+    async def create_acls(self, request: api.CreateAclsRequest) -> api.CreateAclsResponse:
+        return await self._answer(
+            lambda: cluster_ops.build_create_acls(self.image, request, self.rng)
+        )
+
+    async def delete_acls(self, request: api.DeleteAclsRequest) -> api.DeleteAclsResponse:
+        return await self._answer(lambda: cluster_ops.build_delete_acls(self.image, request))
+
+    async def elect_leaders(self, request: api.ElectLeadersRequest) -> api.ElectLeadersResponse:
+        return await self._answer(lambda: partition_ops.build_elect_leaders(self.image, request))
+
+    async def alter_partition(
+        self, request: api.AlterPartitionRequest
+    ) -> api.AlterPartitionResponse:
+        return await self._answer(lambda: partition_ops.build_alter_partition(self.image, request))
+
+    async def allocate_producer_ids(
+        self, request: api.AllocateProducerIdsRequest
+    ) -> api.AllocateProducerIdsResponse:
+        return await self._answer(
+            lambda: cluster_ops.build_allocate_producer_ids(self.image, request)
+        )
+
+    async def update_features(
+        self, request: api.UpdateFeaturesRequest
+    ) -> api.UpdateFeaturesResponse:
+        return await self._answer(lambda: cluster_ops.build_update_features(self.image, request))
+
+    async def unregister_broker(
+        self, request: api.UnregisterBrokerRequest
+    ) -> api.UnregisterBrokerResponse:
+        await self.write(lambda: self.registry.build_unregister(request.broker_id))
+        return api.UnregisterBrokerResponse()
+
     # ------------------------------------------------------------ reads
+
+    def list_topics(self, request: api.ListTopicsRequest) -> api.ListTopicsResponse:
+        return topic_ops.list_topics(self.image)
+
+    def describe_topics(self, request: api.DescribeTopicsRequest) -> api.DescribeTopicsResponse:
+        return topic_ops.describe_topics(self.image, request)
+
+    def describe_configs(self, request: api.DescribeConfigsRequest) -> api.DescribeConfigsResponse:
+        return cluster_ops.describe_configs(self.image, request)
+
+    def describe_acls(self, request: api.DescribeAclsRequest) -> api.DescribeAclsResponse:
+        return cluster_ops.describe_acls(self.image, request)
 
     def describe_cluster(self) -> api.DescribeClusterResponse:
         image = self.image
@@ -275,7 +397,7 @@ class QuorumController:
         sessions, now, active = registry.sessions, registry.clock(), self.queue.active
         for broker_id in sorted(image.brokers):
             b = image.brokers[broker_id]
-            host, port = (b.endpoints[0][1], b.endpoints[0][2]) if b.endpoints else ("", 0)
+            _, host, port, protocol = b.endpoints[0] if b.endpoints else ("", "", 0, "")
             response.brokers.add(
                 broker_id=broker_id,
                 host=host,
@@ -287,6 +409,7 @@ class QuorumController:
                 state=b.state,
                 incarnation_id=b.incarnation_id,
                 log_dirs=b.log_dirs,
+                security_protocol=protocol,
             )
             session = sessions.get(broker_id) if active else None
             if session is not None:
@@ -301,6 +424,10 @@ class QuorumController:
         return response
 
     # ------------------------------------------------------ background loops
+
+    async def snapshot_forever(self) -> None:
+        if self.snapshots is not None:
+            await self.snapshots.run_forever()
 
     async def rebalance_forever(self) -> None:
         """`auto.leader.rebalance.enable`: every `leader.imbalance.check.interval.seconds`

@@ -18,77 +18,40 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from quorum.controller.codec import RECORD_VERSION, MetadataRecordError, decode, encode, wrap
+from quorum.controller.image_entities import (
+    AclEntry,
+    BrokerRegistration,
+    PartitionState,
+    TopicImage,
+)
+from quorum.controller.image_records import (
+    PRODUCER_KEY,
+    acl_key,
+    acl_record,
+    broker_key,
+    broker_record,
+    config_key,
+    config_record,
+    encode_view,
+    feature_key,
+    feature_record,
+    partition_key,
+    partition_record,
+    split_config_key,
+    topic_key,
+    topic_record,
+)
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
 
 
 class InconsistentRecordError(MetadataRecordError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    broker_id: int
-    incarnation_id: str
-    broker_epoch: int
-    endpoints: tuple[tuple[str, str, int, str], ...]
-    rack: str | None
-    fenced: bool
-    in_controlled_shutdown: bool
-    features: tuple[tuple[str, int, int], ...] = ()
-    log_dirs: tuple[str, ...] = ()  # KIP-858 directory ids, the metadata.log.dir's first
-
-    @property
-    def state(self) -> str:
-        if self.in_controlled_shutdown:
-            return "STOPPING"
-        return "FENCED" if self.fenced else "ONLINE"
-
-
-@dataclass(slots=True)
-class PartitionState:
-    """Immutable by rule, replaced on change: a snapshot then needs only shallow
-    copies of the containers, taken on the event loop in milliseconds, and encodes
-    them in a worker thread while applying goes on. Nothing assigns a field after
-    construction except the snapshot memo. (Not `frozen=True`: a frozen
-    dataclass takes five times as long to build, and a million partitions are
-    built on every replica.)"""
-
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    removing_replicas: tuple[int, ...] = ()
-    adding_replicas: tuple[int, ...] = ()
-    # Its snapshot record, encoded by the first snapshot that meets this state and
-    # kept, so a later snapshot encodes only the partitions that changed since
-    # (not an __init__ argument, so `dataclasses.replace` starts it afresh).
-    snapshot_value: bytes | None = field(default=None, init=False, compare=False, repr=False)
-
-
-@dataclass(slots=True)
-class TopicImage:
-    name: str
-    topic_id: str
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class AclEntry:
-    acl_id: str
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
 
 
 class MetadataImage:
@@ -136,7 +99,7 @@ class MetadataImage:
         self._born: dict[bytes, int] = {}
         self._tracked_from = offset
 
-    # ------------------------------------------------------ StateMachine seam
+    # ---------------------------- applying committed records (QuorumController)
 
     @property
     def applied_offset(self) -> int:
@@ -237,7 +200,7 @@ class MetadataImage:
         producer = None
         if self.producer_id_owner != (-1, -1) or self.next_producer_id:
             producer = self._producer_record()
-        return _encode_view(features, brokers, topics, configs, acls, producer)
+        return encode_view(features, brokers, topics, configs, acls, producer)
 
     def digest(self) -> str:
         """SHA-256 over the sorted snapshot records; cached until the next change."""
@@ -321,26 +284,26 @@ class MetadataImage:
         kind, _, rest = key.partition(b"/")
         if kind == b"00":
             name = rest.decode()
-            return _feature_record(name, self.features[name]) if name in self.features else None
+            return feature_record(name, self.features[name]) if name in self.features else None
         if kind == b"10":
             broker = self.brokers.get(int(rest))
-            return _broker_record(broker) if broker else None
+            return broker_record(broker) if broker else None
         if kind == b"20":
             topic = self.topics_by_id.get(rest.decode())
-            return _topic_record(topic) if topic else None
+            return topic_record(topic) if topic else None
         if kind == b"21":
             topic_id, _, pid = rest.decode().rpartition("/")
             topic = self.topics_by_id.get(topic_id)
             part = topic.partitions.get(int(pid)) if topic else None
-            return _partition_record(topic, int(pid), part) if topic and part else None
+            return partition_record(topic, int(pid), part) if topic and part else None
         if kind == b"30":
-            rtype, rname, name = _split_config_key(rest)
+            rtype, rname, name = split_config_key(rest)
             value = self.configs.get((rtype, rname), {}).get(name)
-            return None if value is None else _config_record(rtype, rname, name, value)
+            return None if value is None else config_record(rtype, rname, name, value)
         if kind == b"40":
             acl = self.acls.get(rest.decode())
-            return _acl_record(acl) if acl else None
-        if key == _PRODUCER_KEY:
+            return acl_record(acl) if acl else None
+        if key == PRODUCER_KEY:
             return self._producer_record()
         return None
 
@@ -369,25 +332,25 @@ class MetadataImage:
             tuple((f.name, f.min_supported_version, f.max_supported_version) for f in r.features),
             tuple(r.log_dirs),
         )
-        self._touch(_broker_key(r.broker_id), offset, created=created)
+        self._touch(broker_key(r.broker_id), offset, created=created)
 
     def _unregister_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.unregister_broker
         self._broker(r.broker_id, r.broker_epoch, offset)
         del self.brokers[r.broker_id]
-        self._touch(_broker_key(r.broker_id), offset, record)
+        self._touch(broker_key(r.broker_id), offset, record)
 
     def _fence_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.fence_broker
         broker = self._broker(r.broker_id, r.broker_epoch, offset)
         self.brokers[r.broker_id] = replace(broker, fenced=True)
-        self._touch(_broker_key(r.broker_id), offset)
+        self._touch(broker_key(r.broker_id), offset)
 
     def _unfence_broker(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.unfence_broker
         broker = self._broker(r.broker_id, r.broker_epoch, offset)
         self.brokers[r.broker_id] = replace(broker, fenced=False)
-        self._touch(_broker_key(r.broker_id), offset)
+        self._touch(broker_key(r.broker_id), offset)
 
     def _broker_change(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.broker_registration_change
@@ -399,7 +362,7 @@ class MetadataImage:
         if r.HasField("in_controlled_shutdown"):
             broker = replace(broker, in_controlled_shutdown=r.in_controlled_shutdown)
         self.brokers[r.broker_id] = broker
-        self._touch(_broker_key(r.broker_id), offset)
+        self._touch(broker_key(r.broker_id), offset)
 
     # --------------------------------------------------------------- topics
 
@@ -412,7 +375,7 @@ class MetadataImage:
         topic = TopicImage(r.name, r.topic_id)
         self.topics_by_name[r.name] = topic
         self.topics_by_id[r.topic_id] = topic
-        self._touch(_topic_key(r.topic_id), offset, created=True)
+        self._touch(topic_key(r.topic_id), offset, created=True)
 
     def _known_topic(self, topic_id: str, offset: int) -> TopicImage:
         topic = self.topics_by_id.get(topic_id)
@@ -427,7 +390,7 @@ class MetadataImage:
         self, r: md.PartitionRecord, offset: int, state: PartitionState | None = None
     ) -> None:
         self._put_partition(r, offset, state)
-        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+        self._touch(partition_key(r.topic_id, r.partition_id), offset)
 
     def _put_partition(
         self, r: md.PartitionRecord, offset: int, state: PartitionState | None = None
@@ -478,7 +441,7 @@ class MetadataImage:
             else part.removing_replicas,
             tuple(r.adding_replicas.ids) if r.HasField("adding_replicas") else part.adding_replicas,
         )
-        self._touch(_partition_key(r.topic_id, r.partition_id), offset)
+        self._touch(partition_key(r.topic_id, r.partition_id), offset)
 
     def _remove_topic(self, record: md.MetadataRecord, offset: int) -> None:
         topic = self._known_topic(record.remove_topic.topic_id, offset)
@@ -487,17 +450,17 @@ class MetadataImage:
         self.partition_count -= len(topic.partitions)
         self.configs.pop((md.CONFIG_RESOURCE_TOPIC, topic.name), None)
         for pid in topic.partitions:  # the RemoveTopic removal covers them
-            key = _partition_key(topic.topic_id, pid)
+            key = partition_key(topic.topic_id, pid)
             self._changed.pop(key, None)
             self._removed.pop(key, None)
-        self._touch(_topic_key(topic.topic_id), offset, record)
+        self._touch(topic_key(topic.topic_id), offset, record)
 
     # ------------------------------------------------- configs, ACLs, the rest
 
     def _config(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.config
         resource = (int(r.resource_type), r.resource_name)
-        key = _config_key(resource[0], r.resource_name, r.name)
+        key = config_key(resource[0], r.resource_name, r.name)
         if r.HasField("value"):
             entries = self.configs.setdefault(resource, {})
             created = r.name not in entries
@@ -523,14 +486,14 @@ class MetadataImage:
             r.operation,
             r.permission_type,
         )
-        self._touch(_acl_key(r.id), offset, created=created)
+        self._touch(acl_key(r.id), offset, created=created)
 
     def _remove_acl(self, record: md.MetadataRecord, offset: int) -> None:
         acl_id = record.remove_access_control_entry.id
         if acl_id not in self.acls:
             raise InconsistentRecordError(f"record at offset {offset}: unknown ACL {acl_id}")
         del self.acls[acl_id]
-        self._touch(_acl_key(acl_id), offset, record)
+        self._touch(acl_key(acl_id), offset, record)
 
     def _producer_ids(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.producer_ids
@@ -541,7 +504,7 @@ class MetadataImage:
             )
         self.next_producer_id = r.next_producer_id
         self.producer_id_owner = (r.broker_id, r.broker_epoch)
-        self._touch(_PRODUCER_KEY, offset)
+        self._touch(PRODUCER_KEY, offset)
 
     def _producer_record(self) -> md.MetadataRecord:
         broker_id, broker_epoch = self.producer_id_owner
@@ -557,165 +520,14 @@ class MetadataImage:
         r = record.feature_level
         if r.feature_level == 0:
             self.features.pop(r.name, None)
-            self._touch(_feature_key(r.name), offset, record)
+            self._touch(feature_key(r.name), offset, record)
         else:
             created = r.name not in self.features
             self.features[r.name] = r.feature_level
-            self._touch(_feature_key(r.name), offset, created=created)
-
-
-def _encode_view(
-    features: list[tuple[str, int]],
-    brokers: list[BrokerRegistration],
-    topics: list[tuple[TopicImage, dict[int, PartitionState]]],
-    configs: list[tuple[tuple[int, str], dict[str, str]]],
-    acls: list[AclEntry],
-    producer: md.MetadataRecord | None,
-) -> Iterator[Record]:
-    for name, level in features:
-        yield _feature_key(name), encode(_feature_record(name, level))
-    for broker in brokers:
-        yield _broker_key(broker.broker_id), encode(_broker_record(broker))
-    # Key order (topics, then partitions by topic id and partition id), so that
-    # sorting the snapshot's records is one pass.
-    topics.sort(key=lambda entry: entry[0].topic_id)
-    for topic, _ in topics:
-        yield _topic_key(topic.topic_id), encode(_topic_record(topic))
-    for topic, partitions in topics:
-        prefix = _partition_key_prefix(topic.topic_id)
-        yield from [
-            (prefix + b"%010d" % pid, _partition_value(topic, pid, partitions[pid]))
-            for pid in sorted(partitions)
-        ]
-    for (rtype, rname), entries in configs:
-        for key, value in entries.items():
-            record = _config_record(rtype, rname, key, value)
-            yield _config_key(rtype, rname, key), encode(record)
-    for acl in acls:
-        yield _acl_key(acl.acl_id), encode(_acl_record(acl))
-    if producer is not None:
-        yield _PRODUCER_KEY, encode(producer)
+            self._touch(feature_key(r.name), offset, created=created)
 
 
 # ------------------------------------------------------------- snapshot keys
 
-_PRODUCER_KEY = b"50/producer-ids"
-
-
-def _feature_key(name: str) -> bytes:
-    return b"00/" + name.encode()
-
-
-def _broker_key(broker_id: int) -> bytes:
-    return b"10/%010d" % broker_id
-
-
-def _topic_key(topic_id: str) -> bytes:
-    return b"20/" + topic_id.encode()
-
-
-def _partition_key(topic_id: str, partition_id: int) -> bytes:
-    return _partition_key_prefix(topic_id) + b"%010d" % partition_id
-
-
-def _partition_key_prefix(topic_id: str) -> bytes:
-    return b"21/" + topic_id.encode() + b"/"
-
-
-def _config_key(resource_type: int, resource_name: str, name: str) -> bytes:
-    return b"30/%02d/" % resource_type + resource_name.encode() + b"\x00" + name.encode()
-
-
-def _split_config_key(rest: bytes) -> tuple[int, str, str]:
-    rtype, _, tail = rest.partition(b"/")
-    rname, _, name = tail.partition(b"\x00")
-    return int(rtype), rname.decode(), name.decode()
-
-
-def _acl_key(acl_id: str) -> bytes:
-    return b"40/" + acl_id.encode()
-
 
 # ------------------------------------------------------- full-state records
-
-
-def _feature_record(name: str, level: int) -> md.MetadataRecord:
-    return wrap(feature_level=md.FeatureLevelRecord(name=name, feature_level=level))
-
-
-def _broker_record(b: BrokerRegistration) -> md.MetadataRecord:
-    record = md.RegisterBrokerRecord(
-        broker_id=b.broker_id,
-        incarnation_id=b.incarnation_id,
-        broker_epoch=b.broker_epoch,
-        endpoints=[
-            md.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
-            for n, h, p, s in b.endpoints
-        ],
-        features=[
-            md.BrokerFeatureRange(name=n, min_supported_version=lo, max_supported_version=hi)
-            for n, lo, hi in b.features
-        ],
-        fenced=b.fenced,
-        in_controlled_shutdown=b.in_controlled_shutdown,
-        log_dirs=b.log_dirs,
-    )
-    if b.rack is not None:
-        record.rack = b.rack
-    return wrap(register_broker=record)
-
-
-def _topic_record(t: TopicImage) -> md.MetadataRecord:
-    return wrap(topic=md.TopicRecord(name=t.name, topic_id=t.topic_id))
-
-
-def _partition_value(t: TopicImage, pid: int, p: PartitionState) -> bytes:
-    """The encoded snapshot record of an (immutable) partition state, memoised on
-    it. Safe from a worker thread: a race only encodes the same bytes twice."""
-    value = p.snapshot_value
-    if value is None:
-        value = encode(_partition_record(t, pid, p))
-        p.snapshot_value = value
-    return value
-
-
-def _partition_record(t: TopicImage, pid: int, p: PartitionState) -> md.MetadataRecord:
-    return wrap(
-        partition=md.PartitionRecord(
-            partition_id=pid,
-            topic_id=t.topic_id,
-            replicas=p.replicas,
-            isr=p.isr,
-            removing_replicas=p.removing_replicas,
-            adding_replicas=p.adding_replicas,
-            leader=p.leader,
-            leader_epoch=p.leader_epoch,
-            partition_epoch=p.partition_epoch,
-        )
-    )
-
-
-def _config_record(rtype: int, rname: str, name: str, value: str) -> md.MetadataRecord:
-    return wrap(
-        config=md.ConfigRecord(
-            resource_type=rtype,  # type: ignore[arg-type]
-            resource_name=rname,
-            name=name,
-            value=value,
-        )
-    )
-
-
-def _acl_record(a: AclEntry) -> md.MetadataRecord:
-    return wrap(
-        access_control_entry=md.AccessControlEntryRecord(
-            id=a.acl_id,
-            resource_type=a.resource_type,
-            resource_name=a.resource_name,
-            pattern_type=a.pattern_type,
-            principal=a.principal,
-            host=a.host,
-            operation=a.operation,
-            permission_type=a.permission_type,
-        )
-    )

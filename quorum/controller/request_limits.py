@@ -9,7 +9,7 @@ placement, so the worst request costs what the limits allow and no more.
 Kafka bounds its requests by bytes (``socket.request.max.bytes``) and, in KRaft,
 by the records one user operation may produce; it has no per-request partition
 property, so ours are named in its style (KIP-578 proposed ``max.partitions``
-for the cluster-wide cap). The properties file sets them (quorum/common/config.py
+for the cluster-wide cap). The properties file sets them (quorum/controller_config.py
 reads `PROPERTIES`); a limit breached refuses the whole call with
 POLICY_VIOLATION (a count the operator capped) or INVALID_REQUEST (a field no
 sane client sends).

@@ -13,6 +13,7 @@ and applied) accepts writes; others answer NOT_CONTROLLER.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -51,6 +52,7 @@ class WriteQueue:
         self._ready = ready
         self._leader_id = leader_id
         self._lock = asyncio.Lock()
+        self._changed = asyncio.Event()
         self.on_timing: list[Callable[[float, float], None]] = []
 
     @property
@@ -100,11 +102,19 @@ class WriteQueue:
         last = getattr(committed, "last_offset", None)
         return self.image.applied_offset if last is None else int(last) + 1
 
+    def notify(self) -> None:
+        """A commit or a leadership change: whoever waits in `wait_active` looks again."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
     async def wait_active(self, wait_s: float = 2.0) -> None:
-        """A leader that has just won needs a moment to commit its own epoch."""
+        """A leader that has just won needs a moment to commit its own epoch; it
+        is woken by `notify`, never by polling."""
         deadline = time.monotonic() + wait_s
         while not self._ready():
             leader = self._leader_id()
-            if leader != self.node_id or time.monotonic() >= deadline:
+            remaining = deadline - time.monotonic()
+            if leader != self.node_id or remaining <= 0:
                 raise NotController(leader if leader != self.node_id else None)
-            await asyncio.sleep(0.01)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining)

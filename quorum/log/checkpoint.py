@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from quorum.common.fsutil import write_atomically
 from quorum.log.errors import LogCorruptionError
-from quorum.log.fsutil import write_atomically
 from quorum.raft.records import SnapshotId
 
 VERSION = 1

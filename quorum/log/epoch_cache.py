@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from quorum.log.fsutil import write_atomically
+from quorum.common.fsutil import write_atomically
 from quorum.raft.records import OffsetAndEpoch
 
 VERSION = 1

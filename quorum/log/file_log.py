@@ -31,17 +31,18 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from quorum.common.clocks import wall_clock_ms
+from quorum.common.fsutil import fsync_dir
 from quorum.log.batch_format import BatchHeader, encode_batch_parts
 from quorum.log.checkpoint import LogStartCheckpoint, write_checkpoint
+from quorum.log.dir_lock import lock_directory
 from quorum.log.epoch_cache import UNDEFINED, EpochEntry, LeaderEpochCache
-from quorum.log.fsutil import fsync_dir, lock_directory
 from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
 from quorum.log.retention import LogRetention, RetiredSegment
 from quorum.log.segment import Segment, index_file_name, log_file_name
@@ -67,10 +68,6 @@ class SegmentInfo:
     next_offset: int
     size_bytes: int
     last_append_time_ms: int
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class FileLogStore:
@@ -476,6 +473,11 @@ class FileLogStore:
         stored = LeaderEpochCache.load(self._epochs.path)
         if stored is not None and stored.entries == derived.entries:
             return stored
+        if stored is None and not derived.entries and not self._epochs.path.exists():
+            # A new, empty log: no file already means an empty cache, and writing
+            # one cost two fsyncs, most of creating a log (a broker given 1,000
+            # partitions at once spent seconds of its event loop on them).
+            return derived
         if stored is not None and self.offset_gaps and _agrees(stored, epoch_starts):
             # Compaction may have removed an epoch's first batches (or all of
             # them): the stored cache still knows where each epoch began.

@@ -28,12 +28,12 @@ from typing import Any
 
 import google_crc32c
 
+from quorum.common.fsutil import fsync_dir, write_atomically
 from quorum.log.errors import (
     InconsistentClusterIdError,
     InconsistentNodeIdError,
     QuorumStateCorruptionError,
 )
-from quorum.log.fsutil import fsync_dir, write_atomically
 from quorum.raft.config import QuorumStateData
 from quorum.raft.messages import MAX_EPOCH
 

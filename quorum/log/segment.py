@@ -13,6 +13,7 @@ import struct
 from collections.abc import Sequence
 from pathlib import Path
 
+from quorum.common.fsutil import pread_exact, sync_file, write_all, writev_all
 from quorum.log.batch_format import (
     HEADER_SIZE,
     BatchHeader,
@@ -23,7 +24,6 @@ from quorum.log.batch_format import (
     payload_crc_ok,
 )
 from quorum.log.errors import LogCorruptionError
-from quorum.log.fsutil import pread_exact, sync_file, write_all, writev_all
 from quorum.log.offset_index import OffsetIndex
 from quorum.raft.records import Batch
 

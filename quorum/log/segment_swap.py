@@ -24,8 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from quorum.common.fsutil import fsync_dir, sync_file, writev_all
 from quorum.log.batch_format import encode_batch_parts
-from quorum.log.fsutil import fsync_dir, sync_file, writev_all
 from quorum.log.offset_index import should_index
 from quorum.log.segment import index_file_name, log_file_name, parse_log_file_name
 from quorum.raft.records import Batch

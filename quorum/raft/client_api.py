@@ -3,30 +3,51 @@
 
 The controller needs little of Raft: propose records and learn when they
 committed, who leads in which epoch, the high watermark, the committed batches
-after an offset (for brokers' MetadataFetch), the newest snapshot, and to be
-told when commits, snapshot loads and leadership changes happen. Everything
-else (the core's roles, the log's uncommitted tail, fetch sessions) stays behind
-this seam, so the controller can be tested against a fake and the driver can
-change without the controller noticing. `quorum.server.driver.RaftDriver`
-implements it.
+after an offset (for brokers' MetadataFetch), the newest snapshot, a way to
+write a snapshot of its state, and to be told of committed batches, snapshot
+loads and leadership changes. Everything else (the core's roles, the log's
+uncommitted tail, fetch sessions) stays behind this seam, so the controller can
+be tested against a fake and the driver can change without the controller
+noticing. The errors the controller may see live here too.
+`quorum.server.driver.RaftDriver` implements it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from quorum.raft.config import ProposeResult
 from quorum.raft.records import Batch, SnapshotId
 
+# What a listener and a client see of the log, named here so the controller
+# needs nothing else of the core.
 __all__ = [
+    "Batch",
     "LeaderAndEpoch",
+    "NotLeaderError",
     "ProposalFailed",
     "ProposalOutcomeUnknown",
+    "ProposeResult",
     "RaftClient",
     "RaftListener",
+    "SnapshotId",
+    "SnapshotReader",
+    "SnapshotRecord",
 ]
+
+# One key/value pair of a snapshot (the snapshot store sorts them by key).
+SnapshotRecord = tuple[bytes, bytes]
+
+
+class NotLeaderError(Exception):
+    """A proposal reached a node that is not the leader."""
+
+    def __init__(self, epoch: int, leader_id: int | None) -> None:
+        super().__init__(f"not leader (epoch {epoch}, leader {leader_id})")
+        self.epoch = epoch
+        self.leader_id = leader_id
 
 
 class ProposalFailed(Exception):
@@ -46,14 +67,35 @@ class LeaderAndEpoch:
     epoch: int
 
 
-class RaftListener(Protocol):
-    """What a Raft client tells the state machine above it, on the loop thread."""
+@dataclass(frozen=True, slots=True)
+class SnapshotReader:
+    """A snapshot to load: the state as of `snapshot_id.end_offset` (everything
+    below it), as the key/value pairs it was written with (checksum verified as
+    they are read)."""
 
-    def handle_commit(self, high_watermark: int) -> None:
-        """Everything below `high_watermark` is committed (and applied to the image)."""
+    snapshot_id: SnapshotId
+    records: Iterable[SnapshotRecord]
+
+
+class RaftListener(Protocol):
+    """What a Raft client tells the state machine above it.
+
+    Committed batches come in offset order, each exactly once, never past the
+    high watermark (control batches included, so the listener can move past
+    their offsets); a snapshot load replaces the whole state and the batches
+    after it follow. An exception from `handle_commit` stops the node: a replica
+    that cannot apply a committed record must not fork from the others."""
+
+    def handle_commit(self, batches: Sequence[Batch]) -> None:
+        """`batches` are committed: apply them (on the loop thread)."""
+
+    def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        """Replace the state with the snapshot's: at registration when the log
+        starts after a snapshot, and when a snapshot fetched from the leader is
+        installed (then in a worker thread, while nothing else is delivered)."""
 
     def handle_leader_change(self, leader: LeaderAndEpoch) -> None:
-        """A new leader (or none) is known in `leader.epoch`."""
+        """A new leader (or none) is known in `leader.epoch` (on the loop thread)."""
 
 
 class RaftClient(Protocol):
@@ -89,4 +131,18 @@ class RaftClient(Protocol):
 
     def latest_snapshot(self) -> SnapshotId | None: ...
 
-    def register(self, listener: RaftListener) -> None: ...
+    def create_snapshot(
+        self, end_offset: int, capture: Callable[[], Iterable[SnapshotRecord]]
+    ) -> Awaitable[bool] | None:
+        """Snapshot the listener's state as of `end_offset` (all of it applied):
+        `capture` runs at once, on the loop, so later commits cannot leak in; the
+        writing happens off the loop. None when no snapshot can be taken there
+        (the epoch of `end_offset - 1` is unknown); else an awaitable that is
+        True once the snapshot is published (older ones beyond retention are
+        dropped and the log may be truncated before it), False if it failed."""
+        ...
+
+    def register(self, listener: RaftListener) -> None:
+        """Deliver to `listener` from the log's start: the snapshot the log starts
+        after first (at once), then every committed batch."""
+        ...

@@ -18,6 +18,7 @@ event by event.
 
 from __future__ import annotations
 
+from quorum.raft.client_api import NotLeaderError
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig, RandomSource
 from quorum.raft.effects import AdvanceLogStart, Effect, ResetLog, Role, RoleChanged
 from quorum.raft.elections import Elections
@@ -48,15 +49,6 @@ from quorum.raft.states import (
 from quorum.raft.transitions import Trigger
 
 __all__ = ["NEVER", "NotLeaderError", "RaftNode"]
-
-
-class NotLeaderError(Exception):
-    """A proposal reached a node that is not the leader."""
-
-    def __init__(self, epoch: int, leader_id: int | None) -> None:
-        super().__init__(f"not leader (epoch {epoch}, leader {leader_id})")
-        self.epoch = epoch
-        self.leader_id = leader_id
 
 
 class RaftNode(Elections, Leading, Following):

@@ -46,7 +46,6 @@ from quorum.common.tls import (
     peer_host,
     principal_of,
 )
-from quorum.common.wire_errors import rich_status
 from quorum.controller.acl_actions import (
     Requirement,
     cluster,
@@ -58,6 +57,7 @@ from quorum.controller.api_errors import ApiError
 from quorum.controller.authorizer import AuthorizerConfig, Operation, authorize
 from quorum.controller.metadata_image import AclEntry
 from quorum.controller.rate_limit import RateLimiter
+from quorum.rpc.wire_errors import rich_status
 
 log = logging.getLogger(__name__)
 

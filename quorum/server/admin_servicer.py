@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quorum.common.wire_errors import foreign_cluster_status, rich_status
-from quorum.controller import cluster_ops, partition_ops, topic_ops
 from quorum.controller.acl_actions import filters_topics
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
@@ -25,6 +23,7 @@ from quorum.controller.write_queue import NotController
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
+from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
 
 T = TypeVar("T")
@@ -73,8 +72,7 @@ class ControllerCalls:
             where = f"controller {leader_id} at {self.addresses[leader_id]}"
         return rich_status(
             ApiError.NOT_CONTROLLER,
-            f"controller {self.controller.raft.node_id} is not the active controller; "
-            f"active: {where}",
+            f"controller {self.controller.node_id} is not the active controller; active: {where}",
             hint,
         )
 
@@ -87,7 +85,7 @@ class ControllerCalls:
         await self.access.throttle(context, request)
         if self.access.enabled and type(request).__name__ not in _SERVED_BY_ANY_CONTROLLER:
             leader_id = self.controller.leader.leader_id
-            if leader_id != self.controller.raft.node_id:
+            if leader_id != self.controller.node_id:
                 await context.abort_with_status(self.not_controller(leader_id))
         await self.access.check(context, request)
         try:
@@ -117,6 +115,8 @@ def _leave_out_hidden(access: AccessControl, context: Any, request: Any, result:
 
 
 class AdminServicer(api_grpc.AdminServicer):
+    """Protobuf in, a `QuorumController` call, protobuf out."""
+
     def __init__(
         self, calls: ControllerCalls, describe_quorum: Callable[[bool], pb.DescribeQuorumResponse]
     ) -> None:
@@ -124,115 +124,61 @@ class AdminServicer(api_grpc.AdminServicer):
         self._c = calls.controller
         self._describe_quorum = describe_quorum
 
-    async def _write(self, context: Any, request: Any, build: Callable[[], Any]) -> Any:
-        async def write() -> Any:
-            result, offset = await self._c.write_at(build)
-            descriptor = getattr(result, "DESCRIPTOR", None)  # some writes answer None
-            if descriptor is not None and "metadata_offset" in descriptor.fields_by_name:
-                result.metadata_offset = offset
-            return result
-
-        return await self._calls.serve(context, request, write)
+    def _serve(self, context: Any, request: Any, call: Callable[[Any], Any]) -> Awaitable[Any]:
+        return self._calls.serve(context, request, lambda: call(request))
 
     # ------------------------------------------------------------------ writes
 
     async def CreateTopics(self, request: api.CreateTopicsRequest, context: Any) -> Any:
-        c = self._c
-        return await self._write(
-            context,
-            request,
-            lambda: topic_ops.build_create_topics(c.image, request, c.rng, c.limits),
-        )
+        return await self._serve(context, request, self._c.create_topics)
 
     async def DeleteTopics(self, request: api.DeleteTopicsRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: topic_ops.build_delete_topics(image, request)
-        )
+        return await self._serve(context, request, self._c.delete_topics)
 
     async def CreatePartitions(self, request: api.CreatePartitionsRequest, context: Any) -> Any:
-        c = self._c
-        return await self._write(
-            context,
-            request,
-            lambda: topic_ops.build_create_partitions(c.image, request, c.rng, c.limits),
-        )
+        return await self._serve(context, request, self._c.create_partitions)
 
     async def IncrementalAlterConfigs(
         self, request: api.IncrementalAlterConfigsRequest, context: Any
     ) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: cluster_ops.build_alter_configs(image, request)
-        )
+        return await self._serve(context, request, self._c.incremental_alter_configs)
 
     async def CreateAcls(self, request: api.CreateAclsRequest, context: Any) -> Any:
-        c = self._c
-        return await self._write(
-            context, request, lambda: cluster_ops.build_create_acls(c.image, request, c.rng)
-        )
+        return await self._serve(context, request, self._c.create_acls)
 
     async def DeleteAcls(self, request: api.DeleteAclsRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: cluster_ops.build_delete_acls(image, request)
-        )
+        return await self._serve(context, request, self._c.delete_acls)
 
     async def ElectLeaders(self, request: api.ElectLeadersRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: partition_ops.build_elect_leaders(image, request)
-        )
+        return await self._serve(context, request, self._c.elect_leaders)
 
     async def AlterPartition(self, request: api.AlterPartitionRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: partition_ops.build_alter_partition(image, request)
-        )
+        return await self._serve(context, request, self._c.alter_partition)
 
     async def AllocateProducerIds(
         self, request: api.AllocateProducerIdsRequest, context: Any
     ) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: cluster_ops.build_allocate_producer_ids(image, request)
-        )
+        return await self._serve(context, request, self._c.allocate_producer_ids)
 
     async def UpdateFeatures(self, request: api.UpdateFeaturesRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._write(
-            context, request, lambda: cluster_ops.build_update_features(image, request)
-        )
+        return await self._serve(context, request, self._c.update_features)
 
     async def UnregisterBroker(self, request: api.UnregisterBrokerRequest, context: Any) -> Any:
-        registry = self._c.registry
-        await self._write(context, request, lambda: registry.build_unregister(request.broker_id))
-        return api.UnregisterBrokerResponse()
+        return await self._serve(context, request, self._c.unregister_broker)
 
     # ------------------------------------------------------------------- reads
 
     async def ListTopics(self, request: api.ListTopicsRequest, context: Any) -> Any:
-        return await self._calls.serve(
-            context, request, lambda: topic_ops.list_topics(self._c.image)
-        )
+        return await self._serve(context, request, self._c.list_topics)
 
     async def DescribeTopics(self, request: api.DescribeTopicsRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._calls.serve(
-            context, request, lambda: topic_ops.describe_topics(image, request)
-        )
+        return await self._serve(context, request, self._c.describe_topics)
 
     async def DescribeConfigs(self, request: api.DescribeConfigsRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._calls.serve(
-            context, request, lambda: cluster_ops.describe_configs(image, request)
-        )
+        return await self._serve(context, request, self._c.describe_configs)
 
     async def DescribeAcls(self, request: api.DescribeAclsRequest, context: Any) -> Any:
-        image = self._c.image
-        return await self._calls.serve(
-            context, request, lambda: cluster_ops.describe_acls(image, request)
-        )
+        return await self._serve(context, request, self._c.describe_acls)
 
     async def DescribeCluster(self, request: api.DescribeClusterRequest, context: Any) -> Any:
         return await self._calls.serve(context, request, self._c.describe_cluster)

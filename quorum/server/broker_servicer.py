@@ -14,15 +14,15 @@ from typing import Any
 
 import grpc
 
-from quorum.common.wire_errors import rich_status
+from quorum.common.clocks import wall_clock_ms
 from quorum.controller.api_errors import ApiError
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
 from quorum.gen import raft_pb2 as pb
-from quorum.log.file_log import wall_clock_ms
 from quorum.raft.records import SnapshotId
+from quorum.rpc.wire_errors import rich_status
 from quorum.server.admin_servicer import AdminServicer, ControllerCalls
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError

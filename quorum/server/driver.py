@@ -6,8 +6,9 @@ before its epoch is on disk); appends are written at once; flushes run one at
 a time, each covering everything appended before it started (group commit),
 after the round's messages have left: small ones on the loop thread, large
 ones in a worker thread; proposals made in one loop iteration share a batch.
-Committed records are applied to the state machine as the high watermark moves,
-and snapshots are written and fetched off the loop (see `ReplicatedState`).
+Committed batches are delivered to the registered listeners (the controller,
+which applies them to its image) as the high watermark moves; snapshots are
+written (when a listener asks) and fetched off the loop.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Protocol
 
+from quorum.common.clocks import monotonic_ms
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.client_api import (
     LeaderAndEpoch,
+    NotLeaderError,
     ProposalFailed,
     ProposalOutcomeUnknown,
     RaftListener,
+    SnapshotRecord,
 )
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
 from quorum.raft.effects import (
@@ -56,19 +59,23 @@ from quorum.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from quorum.raft.node import NotLeaderError, RaftNode
+from quorum.raft.node import RaftNode
 from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
+from quorum.server.commit_delivery import ListenerContext, deliver_committed
+from quorum.server.commit_waiters import CommitWaiters
+from quorum.server.driver_stats import DriverStats, LatencyObserver, NoLatencies
+from quorum.server.effect_order import superseded_state_writes
+from quorum.server.flush_scheduler import FlushScheduler
 from quorum.server.held_fetches import HeldFetches, released_fetch_answer
+from quorum.server.local_snapshots import LocalSnapshots
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.refusals import EPOCH_JUMP, RefusedRequests
-from quorum.server.replicated_state import ReplicatedState
-from snapshots.api import SnapshotChunk
+from quorum.server.snapshot_transfer import download_snapshot
+from snapshots.api import SnapshotChunk, SnapshotStore
 from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
-
-SNAPSHOT_CHUNK_BYTES = 1 << 20
 
 
 class Transport(Protocol):
@@ -84,59 +91,13 @@ class Transport(Protocol):
     ) -> SnapshotChunk: ...
 
 
-SNAPSHOT_CHECK_S = 1.0
-# Flushes up to this size are synced on the loop thread, larger ones in a worker.
-INLINE_FLUSH_MAX_BYTES = 256 * 1024
+class AppliedState(Protocol):
+    """What DescribeQuorum shows of the state the listener applies to."""
 
+    @property
+    def applied_offset(self) -> int: ...
 
-@dataclass
-class _Waiter:
-    epoch: int
-    last_offset: int
-    future: asyncio.Future[ProposeResult]
-    result: ProposeResult
-    proposed_at: float
-
-
-@dataclass
-class DriverStats:
-    """Counters the metrics endpoint reads at scrape time."""
-
-    elections: int = 0
-    flushes: int = 0
-    records_appended: int = 0
-    fetches_by_replica: dict[int, int] = field(default_factory=dict)
-
-
-class LatencyObserver(Protocol):
-    """Where latencies go as they happen (the Prometheus histograms)."""
-
-    def commit(self, seconds: float) -> None: ...
-
-    def election(self, seconds: float) -> None: ...
-
-    def flush(self, seconds: float) -> None: ...
-
-
-class _NoLatencies:
-    def commit(self, seconds: float) -> None:
-        pass
-
-    def election(self, seconds: float) -> None:
-        pass
-
-    def flush(self, seconds: float) -> None:
-        pass
-
-
-_WALL_ANCHOR_NS = time.time_ns() - time.monotonic_ns()
-
-
-def monotonic_ms() -> int:
-    """Monotonic, but anchored to the wall clock at start-up: timeouts never jump,
-    and the append time the core stamps on each batch reads as wall-clock time, so
-    analytics can compare it with other processes' clocks."""
-    return (time.monotonic_ns() + _WALL_ANCHOR_NS) // 1_000_000
+    def digest(self) -> str: ...
 
 
 class RaftDriver:
@@ -146,26 +107,31 @@ class RaftDriver:
         log_store: LogStore,
         state_store: QuorumStateStore,
         transport: Transport,
-        replicated: ReplicatedState | None = None,
+        snapshot_store: SnapshotStore | None = None,
         clock: Callable[[], int] = monotonic_ms,
         rng: random.Random | None = None,
+        snapshot_retain_count: int = 2,
+        applied_state: AppliedState | None = None,
     ) -> None:
         self.config = config
         self.log_store = log_store
         self.state_store = state_store
         self.transport = transport
-        self.replicated = replicated
+        self.applied_state = applied_state
         self.clock = clock
         snapshot_id, batches = log_store.recover()
         raft_log = RaftLog(snapshot_id)
         for batch in batches:
             raft_log.append(batch)
-        if replicated is not None:
-            replicated.load(snapshot_id)
+        self.snapshots = (
+            LocalSnapshots(snapshot_store, snapshot_retain_count, snapshot_id)
+            if snapshot_store is not None
+            else None
+        )
         self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
         self.stats = DriverStats()
         self.refusals = RefusedRequests()
-        self.latencies: LatencyObserver = _NoLatencies()
+        self.latencies: LatencyObserver = NoLatencies()
         # Kafka's poll-idle-ratio-avg: every callback below that does the
         # driver's work runs inside `with self.poll_idle`.
         self.poll_idle = PollIdleRatio()
@@ -173,14 +139,15 @@ class RaftDriver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline = 0
         self._process_scheduled = False
-        self._flush_running = False
-        self._flush_wanted: FlushLog | None = None
-        self._waiters: list[_Waiter] = []
+        self.flushes = FlushScheduler(
+            log_store, lambda: self.poll_idle, lambda: self._closed, self._flushed
+        )
+        self._waiters = CommitWaiters()
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
         self._background: set[asyncio.Future[None]] = set()
         self._election_started: float | None = None
         self._held_fetches = HeldFetches()
-        self.on_commit: list[Callable[[int], None]] = []
+        self._listeners: list[ListenerContext] = []
         self.on_role_change: list[Callable[[RoleChanged], None]] = []
         self.on_fatal: list[Callable[[str], None]] = []
         self.on_apply_failed: list[Callable[[str], None]] = []
@@ -192,15 +159,6 @@ class RaftDriver:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._process()
-        if self.replicated is not None:
-            self._spawn(self._snapshot_ticker())
-
-    async def _snapshot_ticker(self) -> None:
-        """`metadata.snapshot.max.interval.ms` must fire on a quiet log too, when no
-        commit arrives to ask whether a snapshot is due."""
-        while not self._closed:
-            await asyncio.sleep(SNAPSHOT_CHECK_S)
-            self._maybe_snapshot()
 
     async def stop(self, resign: bool = True) -> None:
         """Graceful stop: a leader hands over with EndQuorumEpoch first."""
@@ -211,11 +169,9 @@ class RaftDriver:
         self._closed = True
         if self._timer:
             self._timer.cancel()
-        for waiter in self._waiters:
-            if not waiter.future.done():
-                waiter.future.set_exception(
-                    ProposalOutcomeUnknown("the controller stopped; the write may still commit")
-                )
+        self._waiters.fail_all(
+            ProposalOutcomeUnknown("the controller stopped; the write may still commit")
+        )
         for future in self._replies.values():
             if not future.done():  # the caller is told UNAVAILABLE, not cancelled
                 future.set_exception(ConnectionAbortedError("the node is shutting down"))
@@ -223,7 +179,7 @@ class RaftDriver:
             task.cancel()
         # Let a flush or snapshot write in a worker thread finish before the caller
         # closes the stores under it.
-        while self._flush_running or (self.replicated and self.replicated.snapshot_running):
+        while self.flushes.running or (self.snapshots and self.snapshots.running):
             await asyncio.sleep(0.01)
 
     @property
@@ -274,7 +230,26 @@ class RaftDriver:
         return out
 
     def latest_snapshot(self) -> SnapshotId | None:
-        return self.replicated.store.latest() if self.replicated is not None else None
+        return self.snapshots.store.latest() if self.snapshots is not None else None
+
+    def create_snapshot(
+        self, end_offset: int, capture: Callable[[], Iterable[SnapshotRecord]]
+    ) -> Awaitable[bool] | None:
+        loop, snapshots = self._loop, self.snapshots
+        if snapshots is None or loop is None or self._closed or snapshots.running:
+            return None
+        epoch = self.core.log.epoch_at(end_offset - 1)
+        if epoch is None:
+            return None
+        snapshot_id = SnapshotId(end_offset, epoch)
+        with self.poll_idle:
+            records = capture()
+        snapshots.running = True  # until the worker has written it, or failed
+        written = loop.run_in_executor(None, snapshots.write, snapshot_id, records)
+        task = asyncio.ensure_future(self._snapshot_written(snapshot_id, written))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
 
     async def read_snapshot_chunk(
         self, snapshot_id: SnapshotId, position: int, max_bytes: int
@@ -282,15 +257,18 @@ class RaftDriver:
         """A piece of a stored snapshot, read in a worker thread (a peer's or a
         broker's FetchSnapshot). Raises SnapshotNotFoundError, or ValueError for a
         position past its end."""
-        if self.replicated is None:
+        if self.snapshots is None:
             raise SnapshotNotFoundError(f"node {self.node_id} keeps no snapshots")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            None, self.replicated.store.read_chunk, snapshot_id, position, max_bytes
-        )
+        return await self.snapshots.read_chunk(snapshot_id, position, max_bytes)
 
     def register(self, listener: RaftListener) -> None:
-        self.on_commit.append(listener.handle_commit)
+        """The snapshot the log starts after is loaded into `listener` now (its
+        checksum verified: a corrupt one raises); committed batches follow as the
+        high watermark moves."""
+        context = ListenerContext(listener, self.core.log.start_offset)
+        if self.snapshots is not None:
+            self.snapshots.load_start(context)
+        self._listeners.append(context)
         self.on_role_change.append(
             lambda change: listener.handle_leader_change(
                 LeaderAndEpoch(change.leader_id, change.epoch)
@@ -375,8 +353,7 @@ class RaftDriver:
         with self.poll_idle:
             result = self.core.propose(records, self.clock())
         future: asyncio.Future[ProposeResult] = self._loop.create_future()
-        waiter = _Waiter(result.epoch, result.last_offset, future, result, time.monotonic())
-        self._waiters.append(waiter)
+        self._waiters.add(result, future)
         self._schedule_process()
         return await future
 
@@ -410,7 +387,7 @@ class RaftDriver:
                 # on the failed write leaves the node.
                 self._fatal(f"{type(effect).__name__} failed: {err}")
                 return
-        self._schedule_flush()
+        self.flushes.schedule(self._loop)
         self._arm_timer()
 
     def _arm_timer(self) -> None:
@@ -447,14 +424,14 @@ class RaftDriver:
                 self.stats.records_appended += sum(len(b.records) for b in effect.batches)
             case TruncateLog():
                 self.log_store.truncate(effect.end_offset)
-                self._fail_waiters_from(effect.end_offset)
+                self._waiters.fail_from(effect.end_offset)
             case AdvanceLogStart():
                 self.log_store.advance_start(effect.snapshot_id)
             case ResetLog():
                 self.log_store.reset_to_snapshot(effect.snapshot_id)
-                self._fail_waiters_from(0)
+                self._waiters.fail_from(0)
             case FlushLog():
-                self._request_flush(effect)
+                self.flushes.request(effect)
             case SendMessage():
                 self._send(effect.destination, effect.message)
             case HighWatermarkChanged():
@@ -517,16 +494,13 @@ class RaftDriver:
             )
 
     def _on_committed(self, high_watermark: int) -> None:
-        self._complete_waiters(high_watermark)
-        if self.replicated is not None:
+        self._waiters.complete(high_watermark, self.core.log.epoch_at, self.latencies.commit)
+        for context in self._listeners:
             try:
-                self.replicated.apply_committed(self.core.log, high_watermark)
+                deliver_committed(context, self.core.log, high_watermark)
             except Exception as err:  # a record this build cannot apply: never skip it
                 self._fatal(f"cannot apply a committed record: {err}", self.on_apply_failed)
                 return
-            self._maybe_snapshot()
-        for callback in self.on_commit:
-            callback(high_watermark)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         assert self._loop is not None
@@ -544,69 +518,9 @@ class RaftDriver:
 
     # ------------------------------------------------------------------ flushes
 
-    def _request_flush(self, flush: FlushLog) -> None:
-        """Note the flush; `_process` starts it once all of its round's effects
-        are out (the newest request wins: one fsync covers every append)."""
-        self._flush_wanted = flush
-
-    def _schedule_flush(self) -> None:
-        """Run the wanted flush as a callback of its own, after the callbacks this
-        round woke: a leader's answers to the fetches it was holding leave before
-        it syncs, so its followers write and sync at the same time as it does."""
-        assert self._loop is not None
-        if self._flush_wanted is not None and not self._flush_running:
-            self._flush_running = True
-            self._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """fsync on the loop thread when the flush is small, as Kafka's raft
-        thread does, and in a worker thread when it is large (a follower catching
-        up, a big metadata batch) so the loop never stalls for long. Handing a
-        small fsync to a worker costs more than the fsync: the worker must take
-        the GIL to start and again to report, and on 2 busy cores those waits
-        measured several hundred microseconds per flush (see the README)."""
-        with self.poll_idle:
-            self._start_flush()
-
-    def _start_flush(self) -> None:
-        assert self._loop is not None
-        flush, self._flush_wanted = self._flush_wanted, None
-        if flush is None or self._closed:
-            self._flush_running = False
-            return
-        started = time.monotonic()
-        # The flush's scope is fixed here, so appends may go on while a worker syncs.
-        pending = self.log_store.begin_flush(flush.end_offset)
-        if pending is None:  # already durable
-            self._flush_done(flush, flush.end_offset, None, None)
-            return
-        end = max(flush.end_offset, pending.end_offset)
-        if pending.size <= INLINE_FLUSH_MAX_BYTES:
-            self._sync_inline(flush, end, pending.complete, started)
-            return
-        task = self._loop.run_in_executor(None, pending.complete)
-        task.add_done_callback(lambda done: self._flush_done(flush, end, _failure(done), started))
-
-    def _sync_inline(
-        self, flush: FlushLog, end: int, sync: Callable[[], None], started: float
-    ) -> None:
-        error: Exception | None = None
-        try:
-            sync()
-        except Exception as err:
-            error = err
-        self._flush_done(flush, end, error, started)
-
-    def _flush_done(
-        self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None
-    ) -> None:
-        with self.poll_idle:
-            self._flushed(flush, end_offset, error, started)
-
     def _flushed(
         self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None
     ) -> None:
-        self._flush_running = False
         if self._closed:
             return
         if error is not None:
@@ -620,32 +534,19 @@ class RaftDriver:
 
     # ---------------------------------------------------------------- snapshots
 
-    def _maybe_snapshot(self) -> None:
-        replicated = self.replicated
-        if replicated is None:
-            return
-        with self.poll_idle:
-            snapshot_id = replicated.snapshot_due(self.clock(), self.core.log)
-            if snapshot_id is None:
-                return
-            records = replicated.capture()
-        self._spawn(self._write_snapshot(snapshot_id, records))
-
-    async def _write_snapshot(
-        self, snapshot_id: SnapshotId, records: Iterable[tuple[bytes, bytes]]
-    ) -> None:
-        assert self.replicated is not None and self._loop is not None
-        replicated = self.replicated
+    async def _snapshot_written(
+        self, snapshot_id: SnapshotId, written: asyncio.Future[list[SnapshotId]]
+    ) -> bool:
+        assert self._loop is not None
         try:
-            deleted = await self._loop.run_in_executor(
-                None, replicated.write_snapshot, snapshot_id, records
-            )
+            deleted = await written
         except Exception as err:  # a failed snapshot costs nothing but log length
             log.error("snapshot %s failed: %s", snapshot_id, err)
-            return
+            return False
         if self._closed:
-            return
-        replicated.snapshot_written(snapshot_id, self.clock())
+            return False
+        assert self.snapshots is not None
+        self.snapshots.written(snapshot_id)
         log.info(
             "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
         )
@@ -655,35 +556,22 @@ class RaftDriver:
             self.core.on_snapshot_taken(snapshot_id)
             self._process()
         await self._loop.run_in_executor(None, self.log_store.enforce_retention)
+        return True
 
     async def _fetch_snapshot(self, leader: int, snapshot_id: SnapshotId) -> None:
         """Download the leader's snapshot in chunks, install it, tell the core."""
         assert self._loop is not None
-        replicated = self.replicated
-        if replicated is None:
+        snapshots = self.snapshots
+        if snapshots is None:
             self.core.on_snapshot_failed(self.clock())
             self._schedule_process()
             return
-        installer = None
         try:
-            position = 0
-            while True:
-                chunk = await self.transport.fetch_snapshot_chunk(
-                    leader, self.core.epoch, snapshot_id, position, SNAPSHOT_CHUNK_BYTES
-                )
-                if installer is None:
-                    installer = replicated.store.begin_install(snapshot_id, chunk.total_size)
-                installer.write_chunk(chunk.position, chunk.data)
-                position = chunk.position + len(chunk.data)
-                if chunk.last:
-                    break
-            await self._loop.run_in_executor(None, installer.complete)
-            installer = None
-            await self._loop.run_in_executor(None, replicated.install, snapshot_id)
+            epoch = self.core.epoch
+            await download_snapshot(self.transport, snapshots.store, leader, epoch, snapshot_id)
+            await self._loop.run_in_executor(None, snapshots.install, snapshot_id, self._listeners)
         except Exception as err:
             log.warning("fetching snapshot %s from %d failed: %s", snapshot_id, leader, err)
-            if installer is not None:
-                installer.abort()
             if not self._closed:
                 self.core.on_snapshot_failed(self.clock())
                 self._schedule_process()
@@ -694,33 +582,6 @@ class RaftDriver:
         self.core.on_snapshot_installed(snapshot_id, self.clock())
         self._process()
 
-    # ------------------------------------------------------------------ waiters
-
-    def _complete_waiters(self, high_watermark: int) -> None:
-        still: list[_Waiter] = []
-        now = time.monotonic()
-        for waiter in self._waiters:
-            if waiter.last_offset >= high_watermark:
-                still.append(waiter)
-            elif waiter.future.done():
-                continue
-            elif self.core.log.epoch_at(waiter.last_offset) == waiter.epoch:
-                waiter.future.set_result(waiter.result)
-                self.latencies.commit(now - waiter.proposed_at)
-            else:
-                waiter.future.set_exception(ProposalFailed("replaced by another leader's entries"))
-        self._waiters = still
-
-    def _fail_waiters_from(self, offset: int) -> None:
-        still = []
-        for waiter in self._waiters:
-            if waiter.result.first_offset >= offset or waiter.last_offset >= offset:
-                if not waiter.future.done():
-                    waiter.future.set_exception(ProposalFailed("truncated"))
-            else:
-                still.append(waiter)
-        self._waiters = still
-
 
 _RESPONSE_FOR: dict[type, type] = {
     VoteRequest: VoteResponse,
@@ -730,36 +591,9 @@ _RESPONSE_FOR: dict[type, type] = {
 }
 
 
-def _failure(done: asyncio.Future[None]) -> BaseException | None:
-    """What stopped a worker's flush, if anything (a cancelled one is not durable)."""
-    return asyncio.CancelledError() if done.cancelled() else done.exception()
-
-
 def _expire(future: asyncio.Future[Message]) -> None:
     if not future.done():
         future.set_exception(TimeoutError("no answer in time"))
-
-
-def superseded_state_writes(effects: list[Effect]) -> set[int]:
-    """Positions of quorum-state writes that a later one of the same round
-    replaces before anything leaves the node.
-
-    Granting a vote in a new epoch is two transitions (to the new epoch, then
-    the vote), each persisting the quorum state; only the second needs to reach
-    the disk, since nothing was sent or acknowledged in between, and a crash
-    between them would find the older state either way. One fsync instead of
-    two on every vote. Anything but a role change between the writes keeps both.
-    """
-    skipped: set[int] = set()
-    pending: int | None = None
-    for index, effect in enumerate(effects):
-        if isinstance(effect, PersistQuorumState):
-            if pending is not None:
-                skipped.add(pending)
-            pending = index
-        elif not isinstance(effect, RoleChanged):
-            pending = None
-    return skipped
 
 
 __all__ = ["NotLeaderError", "ProposalFailed", "RaftDriver", "Transport"]

@@ -29,7 +29,6 @@ from pathlib import Path
 import grpc
 
 from quorum.common.channels import ListenerError
-from quorum.common.config import ConfigError, ControllerConfig, load_config
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
@@ -40,6 +39,7 @@ from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.rate_limit import RateLimiter
+from quorum.controller_config import ConfigError, ControllerConfig, load_config
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
@@ -49,13 +49,12 @@ from quorum.server.access import AccessControl
 from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
+from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
 from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
-from quorum.server.replicated_state import ReplicatedState
-from quorum.server.transport import describe_quorum
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
@@ -72,7 +71,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 SWITCH_INTERVAL_S = 0.0002
 
 
-class Controller:
+class ControllerProcess:
     """The process's parts, opened in order and closed in reverse."""
 
     def __init__(self, config: ControllerConfig, cluster_id: str, directory_id: str = "") -> None:
@@ -98,15 +97,6 @@ class Controller:
                 lambda topic_id: t.name if (t := image.topics_by_id.get(topic_id)) else None,
                 RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
             )
-            self.replicated = ReplicatedState(
-                self.image,
-                snapshot_store,
-                SnapshotPolicy(
-                    config.snapshot_max_new_record_bytes, config.snapshot_max_interval_ms
-                ),
-                config.snapshot_retain_count,
-                now_ms=0,
-            )
             raft_config = RaftConfig(
                 config.node_id,
                 frozenset(config.voters),
@@ -124,7 +114,7 @@ class Controller:
                 cluster_id,
                 self.log_store,
                 state_store,
-                self.replicated,
+                snapshot_store,
                 config.request_timeout_ms,
                 validate_record=only_noop,
                 add_services=self._add_admin_services,
@@ -133,8 +123,9 @@ class Controller:
                 tls=config.tls,
                 access=self.access,
                 identity=voter_identity(config.voters, config.voter_principals, config.tls),
+                snapshot_retain_count=config.snapshot_retain_count,
+                applied_state=self.image,
             )
-            self.replicated.trigger.last_snapshot_ms = self.node.driver.clock()
             self.node.driver.poll_idle = PollIdleRatio(
                 config.metrics_sample_window_ms / 1000, config.metrics_num_samples
             )
@@ -142,7 +133,7 @@ class Controller:
             self.log_store.close()
             raise
         self.metrics = MetricsServer(self.node.driver)
-        self.controller_metrics = ControllerCollector(self.controller, self.metrics.registry)
+        self.controller_metrics = ControllerCollector(self.controller.view, self.metrics.registry)
         self.metrics.build_info(
             cluster_id=cluster_id,
             node_id=str(config.node_id),
@@ -179,6 +170,7 @@ class Controller:
             asyncio.ensure_future(self.controller_metrics.refresh_forever()),
             asyncio.ensure_future(self.controller.rebalance_forever()),
             asyncio.ensure_future(self.controller.fence_expired_forever()),
+            asyncio.ensure_future(self.controller.snapshot_forever()),
         ]
         role = "voter" if self.config.is_voter else "observer"
         listener = self.config.listener
@@ -235,6 +227,9 @@ class Controller:
             addresses,
             session_timeout_s=self.config.broker_session_timeout_ms / 1000,
             limits=self.config.request_limits,
+            snapshot_policy=SnapshotPolicy(
+                self.config.snapshot_max_new_record_bytes, self.config.snapshot_max_interval_ms
+            ),
         )
         return add_servicers(
             server,
@@ -305,11 +300,11 @@ async def _start_and_run(config: ControllerConfig) -> int:
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
-        controller = Controller(config, meta.cluster_id, meta.directory_id or "")
+        process = ControllerProcess(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
         print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
         return EXIT_STARTUP
-    return await controller.run()
+    return await process.run()
 
 
 if __name__ == "__main__":

@@ -141,33 +141,22 @@ class RaftCollector(Collector):
             fetches.add_metric([str(replica)], count)
         yield fetches
         yield from self._lag(driver)
-        replicated = driver.replicated
-        if replicated is not None:
+        if driver.snapshots is not None:
+            stats = driver.snapshots.stats
             yield CounterMetricFamily(
                 "quorum_raft_snapshots",
                 "Snapshots this node has written.",
-                value=replicated.stats.taken,
+                value=stats.taken,
             )
             yield CounterMetricFamily(
                 "quorum_raft_snapshots_installed",
                 "Snapshots fetched from the leader and installed.",
-                value=replicated.stats.installed,
+                value=stats.installed,
             )
             yield gauge(
                 "quorum_raft_latest_snapshot_offset",
                 "End offset of the newest snapshot, -1 when none.",
-                replicated.stats.latest_offset,
-            )
-            stamp = replicated.last_applied_append_time_ms
-            yield gauge(
-                "quorum_controller_last_applied_record_timestamp_seconds",
-                "Leader's append time of the last applied record, -1 if none.",
-                stamp / 1000 if stamp >= 0 else -1,
-            )
-            yield gauge(
-                "quorum_controller_last_applied_record_lag_seconds",
-                "Now minus the last applied record's append time, -1 if none.",
-                max(0.0, time.time() - stamp / 1000) if stamp >= 0 else -1,
+                stats.latest_offset,
             )
 
     def _lag(self, driver: RaftDriver) -> Iterator[GaugeMetricFamily]:

@@ -17,7 +17,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from quorum.common.channels import MAX_MESSAGE_BYTES, new_server, stop_server
+from quorum.common.channels import MAX_MESSAGE_BYTES
 from quorum.common.channels import listen as listen_on
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
@@ -25,13 +25,16 @@ from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.log.api import LogStore, QuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import RoleChanged
+from quorum.rpc.servers import new_server, stop_server
 from quorum.server.access import AccessControl
-from quorum.server.driver import RaftDriver
+from quorum.server.driver import AppliedState, RaftDriver
 from quorum.server.health_service import QuorumHealth
-from quorum.server.replicated_state import ReplicatedState
+from quorum.server.quorum_log_servicer import QuorumLogServicer
+from quorum.server.raft_servicer import RaftQuorumServicer
 from quorum.server.standard_services_access import AuthorizeStandardServices
-from quorum.server.transport import GrpcTransport, QuorumLogServicer, RaftQuorumServicer
+from quorum.server.transport import GrpcTransport
 from quorum.server.voter_identity import VoterIdentity
+from snapshots.api import SnapshotStore
 
 SERVICES = tuple(
     pb.DESCRIPTOR.services_by_name[name].full_name for name in ("RaftQuorum", "QuorumLog")
@@ -49,7 +52,7 @@ class QuorumNode:
         cluster_id: str,
         log_store: LogStore,
         state_store: QuorumStateStore,
-        replicated: ReplicatedState | None = None,
+        snapshot_store: SnapshotStore | None = None,
         request_timeout_ms: int = 2000,
         validate_record: Callable[[bytes], str | None] | None = None,
         add_services: Callable[[grpc.aio.Server, RaftDriver], list[str]] | None = None,
@@ -58,6 +61,8 @@ class QuorumNode:
         tls: TlsSettings | None = None,
         access: AccessControl | None = None,
         identity: VoterIdentity | None = None,
+        snapshot_retain_count: int = 2,
+        applied_state: AppliedState | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -70,7 +75,15 @@ class QuorumNode:
             reconnect_backoff_max_ms=config.election_timeout_ms,
             tls=tls,
         )
-        self.driver = RaftDriver(config, log_store, state_store, self.transport, replicated)
+        self.driver = RaftDriver(
+            config,
+            log_store,
+            state_store,
+            self.transport,
+            snapshot_store,
+            snapshot_retain_count=snapshot_retain_count,
+            applied_state=applied_state,
+        )
         guards = [AuthorizeStandardServices(access)] if access is not None else []
         self.server = new_server(max_request_bytes, guards)
         addresses = dict(peers)

@@ -26,8 +26,8 @@ from chart_render import (
 from kube_api_double import kube_api
 
 from broker_agent.config import parse_broker_config
-from quorum.common.config import parse_config
 from quorum.common.meta_properties import validate_cluster_id
+from quorum.controller_config import parse_config
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,11 @@ from controller_cluster import run
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as raft_pb
 from quorum.gen import raft_pb2_grpc as raft_grpc
+from quorum.rpc.wire_errors import wire_error
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,8 @@ from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.write_queue import NotController
 from quorum.gen import broker_pb2 as bpb
-from quorum.raft.client_api import LeaderAndEpoch, RaftListener
+from quorum.raft.client_api import LeaderAndEpoch, NotLeaderError, RaftListener
 from quorum.raft.config import ProposeResult
-from quorum.raft.node import NotLeaderError
 from quorum.raft.records import Batch, SnapshotId
 
 
@@ -27,7 +26,6 @@ class FakeRaft:
         self.leading = leading
         self.batches: list[Batch] = []
         self.listeners: list[RaftListener] = []
-        self.image: MetadataImage | None = None
 
     @property
     def node_id(self) -> int:
@@ -38,11 +36,8 @@ class FakeRaft:
             raise NotLeaderError(1, 2)
         base = self.log_end_offset
         self.batches.append(Batch(base, 1, tuple(records), 1000))
-        assert self.image is not None
-        for i, record in enumerate(records):
-            self.image.apply(base + i, record)
         for listener in self.listeners:
-            listener.handle_commit(self.log_end_offset)
+            listener.handle_commit([self.batches[-1]])
         return ProposeResult(1, base, base + len(records) - 1)
 
     def leader_and_epoch(self) -> LeaderAndEpoch:
@@ -70,13 +65,15 @@ class FakeRaft:
     def latest_snapshot(self) -> SnapshotId | None:
         return None
 
+    def create_snapshot(self, end_offset: int, capture: object) -> None:
+        return None
+
     def register(self, listener: RaftListener) -> None:
         self.listeners.append(listener)
 
 
 def controller(raft: FakeRaft) -> QuorumController:
     image = MetadataImage()
-    raft.image = image
     return QuorumController(raft, image, "cluster-a", {1: "a:1", 2: "b:2"})
 
 

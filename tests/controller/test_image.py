@@ -297,7 +297,7 @@ def test_auto_rebalance_moves_leadership_back_only_past_the_threshold() -> None:
 def test_a_partition_records_own_encoding_is_its_snapshot_record_unless_it_has_unknown_fields() -> (
     None
 ):
-    from quorum.controller.metadata_image import _partition_record
+    from quorum.controller.image_records import partition_record as _partition_record
     from quorum.controller.topic_ops import partition_records
 
     image = MetadataImage()
@@ -321,7 +321,7 @@ def test_records_prepared_while_replicating_apply_exactly_as_decoded_ones(
 ) -> None:
     """The active controller prepares its writes' records before they commit;
     applying them must give the image a replica builds by decoding."""
-    from quorum.controller.metadata_image import _partition_record
+    from quorum.controller.image_records import partition_record as _partition_record
 
     plain, prepared = MetadataImage(), MetadataImage()
     apply_all(plain, records)

@@ -309,7 +309,7 @@ def test_every_limit_has_one_property() -> None:
 
 
 def test_limits_are_controller_properties() -> None:
-    from quorum.common.config import ConfigError, parse_config
+    from quorum.controller_config import ConfigError, parse_config
 
     base = {
         "node.id": "1",

@@ -229,7 +229,10 @@ def test_without_a_known_leader_a_write_is_refused_with_no_hint() -> None:
 def test_a_new_leader_waits_for_its_epoch_to_commit_then_writes() -> None:
     async def scenario(s: Scenario, raft: FakeRaft, queue: WriteQueue) -> None:
         raft.ready = False
-        asyncio.get_running_loop().call_later(0.03, lambda: setattr(raft, "ready", True))
+        # the Raft listener tells the queue when the epoch commits
+        asyncio.get_running_loop().call_later(
+            0.03, lambda: (setattr(raft, "ready", True), queue.notify())
+        )
         assert not queue.active
         assert await queue.submit(noop_build(1), wait_ready_s=2.0) == 1
         assert queue.active and len(raft.proposals) == 1

@@ -25,11 +25,11 @@ from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
 from workload import Workload, running
 
-from quorum.common.wire_errors import wire_error
 from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.wire_errors import wire_error
 
 pytestmark = pytest.mark.slow
 

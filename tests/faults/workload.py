@@ -30,12 +30,12 @@ import grpc
 from checkers import FAIL, INFO, OK, Append, RegisterOp
 
 from quorum.common.channels import open_channel
-from quorum.common.wire_errors import wire_error
 from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.wire_errors import wire_error
 
 REGISTER_KEY = "log.retention.ms"
 REGISTER_INITIAL = 604800000

@@ -29,8 +29,10 @@ from process_logs import watch
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
+from quorum.common.meta_properties import random_uuid
 from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
+from quorum.gen import admin_pb2 as admin_pb
 from quorum.gen import raft_pb2 as pb
 
 BIN = Path(sys.executable).parent
@@ -129,8 +131,7 @@ class Cluster:
         node_extra: Mapping[int, Mapping[str, str]] | None = None,
         hosts: Mapping[int, str] | None = None,
     ) -> Cluster:
-        cluster_id = quorumctl("storage", "random-uuid").stdout.strip()
-        assert len(cluster_id) == 22, cluster_id
+        cluster_id = random_uuid()  # what `quorumctl storage random-uuid` prints
         cluster = cls(root, cluster_id, extra=dict(extra or {}))
         ids = list(range(1, voters + observers + 1))
         for node_id in ids:
@@ -159,18 +160,32 @@ class Cluster:
                 **(node_extra or {}).get(node_id, {}),
             }
             proc.config.write_text(render_properties(props))
-            cluster.format(node_id)
+        cluster._format_all([p.config for p in cluster.procs.values()])
         return cluster
 
     def format(self, node_id: int, cluster_id: str | None = None) -> None:
         self._format(self.procs[node_id].config, cluster_id)
 
     def _format(self, config: Path, cluster_id: str | None = None) -> None:
-        result = quorumctl(
-            "storage", "format", "--cluster-id", cluster_id or self.cluster_id,
-            "--config", str(config),
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
+        self._format_all([config], cluster_id)
+
+    def _format_all(self, configs: list[Path], cluster_id: str | None = None) -> None:
+        """`quorumctl storage format` for each, run side by side (each is a
+        process start of a second or more on a busy machine)."""
+        cluster_id = cluster_id or self.cluster_id
+        command = [str(BIN / "quorumctl"), "storage", "format", "--cluster-id", cluster_id]
+        running = [
+            subprocess.Popen(
+                [*command, "--config", str(config)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for config in configs
+        ]
+        for popen in running:
+            _, stderr = popen.communicate(timeout=60)
+            assert popen.returncode == 0, stderr
 
     # ------------------------------------------------------------------ brokers
 
@@ -196,8 +211,8 @@ class Cluster:
                 **{k.replace("__", "."): v for k, v in extra.items()},
             }
             proc.config.write_text(render_properties(props))
-            self._format(proc.config)
             self.brokers[broker_id] = proc
+        self._format_all([self.brokers[b].config for b in broker_ids])
 
     def start_brokers(self, *broker_ids: int, flags: tuple[str, ...] = ()) -> None:
         for broker_id in broker_ids or tuple(self.brokers):
@@ -360,21 +375,27 @@ def running_cluster(root: Path, **create: Any) -> Iterator[Cluster]:
 
 
 @contextmanager
-def cluster_with_online_brokers(root: Path, *broker_ids: int) -> Iterator[Cluster]:
-    """A running cluster with these broker agents (heartbeat 500 ms) all ONLINE."""
-    with running_cluster(root) as cluster:
-        cluster.add_brokers(*broker_ids, broker__heartbeat__interval__ms="500")
-        cluster.start_brokers()
-        cluster.wait_until(
-            lambda: (
-                sorted(
-                    r["Id"] for r in ctl_json(cluster, "brokers", "list") if r["State"] == "ONLINE"
-                )
-                == sorted(broker_ids)
-            ),
-            20,
-            "the brokers ONLINE",
+def cluster_with_online_brokers(
+    root: Path,
+    *broker_ids: int,
+    extra: Mapping[str, str] | None = None,
+    **broker_extra: str,
+) -> Iterator[Cluster]:
+    """A running cluster with these broker agents (heartbeat 500 ms) all ONLINE;
+    `extra` goes to the controllers' properties, `broker_extra` (dots as `__`)
+    to the brokers'."""
+    with running_cluster(root, extra=extra) as cluster:
+        cluster.add_brokers(
+            *broker_ids, **{"broker__heartbeat__interval__ms": "500", **broker_extra}
         )
+        cluster.start_brokers()
+
+        def online() -> list[int]:
+            # In process (a quorumctl per poll costs seconds of CPU on a busy machine).
+            reply = cluster.call("admin", "DescribeCluster", admin_pb.DescribeClusterRequest())
+            return sorted(b.broker_id for b in reply.brokers if b.state == "ONLINE")
+
+        cluster.wait_until(lambda: online() == sorted(broker_ids), 60, "the brokers ONLINE")
         yield cluster
 
 

@@ -21,10 +21,10 @@ from controller_cluster import Cluster, run, running_cluster
 
 from quorum.admin_client import AdminClient, AdminError
 from quorum.common.meta_properties import random_uuid
-from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
+from quorum.rpc.wire_errors import wire_error
 
 BROKERS = (1, 2, 3)
 

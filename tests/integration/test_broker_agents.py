@@ -30,10 +30,10 @@ from controller_cluster import BIN, Cluster, run
 
 from quorum.admin_client import AdminClient, AdminError
 from quorum.common.meta_properties import random_uuid
-from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.rpc.wire_errors import wire_error
 
 BROKERS = (11, 12, 13)
 SESSION_MS = 3000

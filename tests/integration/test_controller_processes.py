@@ -13,12 +13,12 @@ from controller_cluster import Cluster, quorumctl, run
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from quorum.common.wire_errors import wire_error
 from quorum.controller.codec import encode, noop, wrap
 from quorum.gen import metadata_pb2 as md
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import ErrorCode
+from quorum.rpc.wire_errors import wire_error
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ import grpc
 import pytest
 from controller_cluster import Cluster, run, running_cluster
 
-from quorum.common.wire_errors import wire_error
 from quorum.gen import raft_pb2 as pb
 from quorum.raft.messages import MAX_EPOCH, ErrorCode
+from quorum.rpc.wire_errors import wire_error
 
 pytestmark = pytest.mark.slow
 

@@ -1,19 +1,20 @@
 """Real Kafka clients produce to and consume from real brokers: confluent-kafka
 (librdkafka), aiokafka, kafka-python and kcat, each with acks=1 and acks=all on
 an RF 3 topic (followers replicate over Kafka's Fetch). Every record a client
-was told is written is read back, in order, once, with its key and headers."""
+was told is written is read back, in order, once, with its key and headers; also
+10,000 records per client across a killed partition leader (one shared cluster:
+the kill tests restart what they killed and leave every ISR whole)."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from tests.integration import replica_ops as ops
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
 from tests.integration.kafka_wire import leader_of, wait_for_topic_everywhere
 
@@ -25,8 +26,20 @@ Record = tuple[bytes | None, bytes, list[tuple[str, bytes]]]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with cluster_with_online_brokers(tmp_path_factory.mktemp("clients"), *BROKERS) as c:
+    # Fenced 3 s after its last heartbeat: what the leader-kill tests wait for.
+    with cluster_with_online_brokers(
+        tmp_path_factory.mktemp("clients"), *BROKERS, extra={"broker.session.timeout.ms": "3000"}
+    ) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def every_broker_up(cluster: Cluster) -> None:
+    """Every broker running and ONLINE (whatever a failed kill test left)."""
+    for b in BROKERS:
+        if not cluster.brokers[b].alive():
+            ops.restart(cluster, b)
+    ops.wait(lambda: all(ops.online(cluster, b) for b in BROKERS), "every broker ONLINE")
 
 
 def bootstrap(cluster: Cluster) -> str:
@@ -206,139 +219,198 @@ def test_kcat_produces_and_consumes(cluster: Cluster, acks: str) -> None:
 
 
 # ------------------------------------------------------ a leader killed mid-run
+#
+# Each client writes 10,000 records (12 keys, two headers each, compressed as
+# that client can) with its idempotent producer and acks=all to three partitions;
+# halfway, the leader of partition 0 is killed (SIGKILL) and restarted at once
+# (it registers again once the controllers fenced its old session). Every record
+# is acknowledged, and read back exactly once, at the offset it was acknowledged
+# with. The test returns once the crashed broker is back in every ISR.
+
+TOTAL = 10_000
+Placed = dict[bytes, tuple[int, int]]  # value -> (partition, offset)
 
 
-def test_librdkafka_idempotent_acks_all_across_a_leader_kill(tmp_path: Path) -> None:
-    """10,000 records from an idempotent acks=all producer; the leader of partition 0
-    is killed (SIGKILL) halfway and restarted: every acknowledged record is read
-    back exactly once."""
+def many(tag: str) -> list[Record]:
+    return [
+        (b"k-%d" % (i % 12), b"%s-%05d" % (tag.encode(), i),
+         [("n", b"%d" % i), ("client", tag.encode())])
+        for i in range(TOTAL)
+    ]  # fmt: skip
+
+
+def kill_leader(cluster: Cluster, topic: str) -> int:
+    leader, _ = leader_of(cluster, topic, 0)
+    ops.kill(cluster, leader)
+    ops.restart(cluster, leader)
+    return leader
+
+
+def settle(cluster: Cluster, topic: str, crashed: int) -> None:
+    """Another broker led partition 0 after the crash; the crashed one is back
+    in every ISR (so the next test starts from a whole cluster)."""
+    survivor = next(b for b in BROKERS if b != crashed)
+    ops.wait(lambda: leader_of(cluster, topic, 0, via=survivor)[1] > 0, "a new leader epoch")
+
+    def whole() -> bool:
+        return all(
+            p.leader >= 0 and sorted(p.isr) == list(BROKERS)
+            for p in ops.describe(cluster, topic).values()
+        )
+
+    ops.wait(whole, f"broker {crashed} back in every ISR of {topic}")
+
+
+def check_placed(sent: list[Record], got: list[Record], acked: Placed, read: Placed) -> None:
+    """Every record acknowledged, read once, where its acknowledgement placed it."""
+    assert len(acked) == len(sent)
+    check(sent, got)
+    assert len(got) == len(read) == len(set(read.values()))
+    assert read == acked
+
+
+def test_librdkafka_idempotent_acks_all_across_a_leader_kill(cluster: Cluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
-        topic = new_topic(cluster, "kill-the-leader")
-        leader, _ = leader_of(cluster, topic, 0)
-        total = 10_000
-        acked: list[bytes] = []
-        failed: list[str] = []
+    topic = new_topic(cluster, "kill-under-librdkafka")
+    sent = many("librdkafka")
+    acked: Placed = {}
+    failed: list[str] = []
 
-        def report(err: object, msg: object) -> None:
-            if err is None:
-                acked.append(msg.value())  # type: ignore[attr-defined]
-            else:
-                failed.append(str(err))
+    def report(err: object, msg: object) -> None:
+        if err is None:
+            acked[msg.value()] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+        else:
+            failed.append(str(err))
 
-        producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
-                             "enable.idempotence": True, "linger.ms": 5,
-                             "message.timeout.ms": 60000})  # fmt: skip
-        for i in range(total):
-            producer.produce(topic, b"v-%05d" % i, b"k-%d" % (i % 12), on_delivery=report)
-            if i == total // 2:
-                producer.flush(30)
-                proc = cluster.brokers[leader]
-                assert proc.popen is not None
-                proc.popen.send_signal(signal.SIGKILL)
-                proc.popen.wait(10)
-            producer.poll(0)
-        assert producer.flush(90) == 0
-        survivor = next(b for b in BROKERS if b != leader)
-        new_leader, new_epoch = leader_of(cluster, topic, 0, via=survivor)
-        assert new_leader not in (leader, -1) and new_epoch > 0
-        cluster.start_brokers(leader)
-        assert not failed, failed[:5]
-        assert len(acked) == total
-        consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
-                             "enable.auto.commit": False})  # fmt: skip
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
-        seen: list[bytes] = []
-        try:
-            deadline = time.monotonic() + 60
-            while len(seen) < total and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, timeout=0.5):
-                    assert msg.error() is None, msg.error()
-                    seen.append(msg.value())
-        finally:
-            consumer.close()
-        assert sorted(seen) == sorted(acked)  # each acknowledged record exactly once
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "compression.type": "snappy", "message.timeout.ms": 120000})  # fmt: skip
+    crashed = -1
+    for i, (key, value, headers) in enumerate(sent):
+        producer.produce(topic, value, key, headers=headers, on_delivery=report)
+        if i == TOTAL // 2:
+            producer.flush(30)
+            crashed = kill_leader(cluster, topic)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert not failed, failed[:5]
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    got: list[Record] = []
+    read: Placed = {}
+    errors: list[object] = []
+    try:
+
+        def all_read() -> bool:
+            for msg in consumer.consume(1000, timeout=0.5):
+                if msg.error() is not None:
+                    errors.append(msg.error())
+                    continue
+                got.append((msg.key(), msg.value(), list(msg.headers() or [])))
+                read[msg.value()] = (msg.partition(), msg.offset())
+            return len(got) >= TOTAL
+
+        ops.wait(all_read, "every record consumed")
+    finally:
+        consumer.close()
+    assert not errors, errors[:5]
+    check_placed(sent, got, acked, read)
+    settle(cluster, topic, crashed)
 
 
-def test_kafka_python_idempotent_default_across_a_leader_kill(tmp_path: Path) -> None:
-    """kafka-python 3's default producer (idempotent, acks=all) through a leader's
-    SIGKILL: every acknowledged record is read back exactly once."""
+def test_kafka_python_idempotent_default_across_a_leader_kill(cluster: Cluster) -> None:
+    """kafka-python 3's default producer (idempotent, acks=all), lz4."""
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
-        topic = new_topic(cluster, "kill-under-kafka-python", partitions=1)
-        leader, _ = leader_of(cluster, topic, 0)
-        producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), linger_ms=5,
-                                 request_timeout_ms=15000, delivery_timeout_ms=90000)  # fmt: skip
-        futures = []
-        for i in range(4000):
-            futures.append(producer.send(topic, b"v-%05d" % i))
-            if i == 2000:
+    topic = new_topic(cluster, "kill-under-kafka-python")
+    sent = many("kafka-python")
+    producer = KafkaProducer(bootstrap_servers=bootstrap(cluster), linger_ms=5,
+                             compression_type="lz4", request_timeout_ms=15000,
+                             delivery_timeout_ms=120000)  # fmt: skip
+    futures = []
+    crashed = -1
+    try:
+        for i, (key, value, headers) in enumerate(sent):
+            futures.append(producer.send(topic, value, key=key, headers=headers))
+            if i == TOTAL // 2:
                 producer.flush(30)
-                proc = cluster.brokers[leader]
-                assert proc.popen is not None
-                proc.popen.send_signal(signal.SIGKILL)
-                proc.popen.wait(10)
+                crashed = kill_leader(cluster, topic)
         producer.flush(120)
-        acked = [f.get(timeout=1).offset for f in futures]
+        placed = [f.get(timeout=1) for f in futures]
+    finally:
         producer.close()
-        assert len(set(acked)) == len(acked) == 4000
-        survivor = next(b for b in BROKERS if b != leader)
-        assert leader_of(cluster, topic, 0, via=survivor)[0] not in (leader, -1)
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
-                                 consumer_timeout_ms=5000)  # fmt: skip
-        consumer.assign([TopicPartition(topic, 0)])
+    acked = {v: (m.partition, m.offset) for (_, v, _), m in zip(sent, placed, strict=True)}
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                             enable_auto_commit=False, consumer_timeout_ms=5000)  # fmt: skip
+    got: list[Record] = []
+    read: Placed = {}
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
         consumer.seek_to_beginning()
-        seen = [(m.offset, m.value) for m in consumer]
+
+        def all_read() -> bool:
+            for msgs in consumer.poll(timeout_ms=500).values():
+                for m in msgs:
+                    got.append((m.key, m.value, list(m.headers)))
+                    read[m.value] = (m.partition, m.offset)
+            return len(got) >= TOTAL
+
+        ops.wait(all_read, "every record consumed")
+    finally:
         consumer.close()
-        assert sorted(v for _, v in seen) == [b"v-%05d" % i for i in range(4000)]
+    check_placed(sent, got, acked, read)
+    settle(cluster, topic, crashed)
 
 
-def test_aiokafka_idempotent_across_a_leader_kill(tmp_path: Path) -> None:
-    """aiokafka with enable_idempotence (acks=all) through a leader's SIGKILL."""
+def test_aiokafka_idempotent_across_a_leader_kill(cluster: Cluster) -> None:
+    """aiokafka with enable_idempotence (so acks=all), zstd."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition
 
-    with cluster_with_online_brokers(tmp_path, *BROKERS) as cluster:
-        topic = new_topic(cluster, "kill-under-aiokafka", partitions=1)
-        leader, _ = leader_of(cluster, topic, 0)
+    topic = new_topic(cluster, "kill-under-aiokafka")
+    sent = many("aiokafka")
+    crashed = -1
 
-        async def produce() -> list[int]:
-            producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster),
-                                        enable_idempotence=True, linger_ms=5,
-                                        request_timeout_ms=15000)  # fmt: skip
-            await producer.start()
-            try:
-                futures = []
-                for i in range(4000):
-                    futures.append(await producer.send(topic, b"v-%05d" % i))
-                    if i == 2000:
-                        await producer.flush()
-                        proc = cluster.brokers[leader]
-                        assert proc.popen is not None
-                        proc.popen.send_signal(signal.SIGKILL)
-                        proc.popen.wait(10)
-                return [m.offset for m in await asyncio.gather(*futures)]
-            finally:
-                await producer.stop()
+    async def produce() -> Placed:
+        nonlocal crashed
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap(cluster),
+                                    enable_idempotence=True, linger_ms=5,
+                                    compression_type="zstd", request_timeout_ms=15000)  # fmt: skip
+        await producer.start()
+        try:
+            futures = []
+            for i, (key, value, headers) in enumerate(sent):
+                futures.append(await producer.send(topic, value, key=key, headers=headers))
+                if i == TOTAL // 2:
+                    await producer.flush()
+                    crashed = kill_leader(cluster, topic)
+            placed = await asyncio.gather(*futures)
+        finally:
+            await producer.stop()
+        return {v: (m.partition, m.offset) for (_, v, _), m in zip(sent, placed, strict=True)}
 
-        async def consume() -> list[bytes]:
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None)
-            await consumer.start()
-            seen: list[bytes] = []
-            try:
-                consumer.assign([TopicPartition(topic, 0)])
-                await consumer.seek_to_beginning()
-                for _ in range(120):
-                    if len(seen) >= 4000:
-                        break
-                    for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                        seen.extend(m.value for m in msgs)
-            finally:
-                await consumer.stop()
-            return seen
+    async def consume() -> tuple[list[Record], Placed]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap(cluster), group_id=None,
+                                    enable_auto_commit=False)  # fmt: skip
+        await consumer.start()
+        got: list[Record] = []
+        read: Placed = {}
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(3)])
+            await consumer.seek_to_beginning()
+            deadline = time.monotonic() + ops.WAIT_S
+            while len(got) < TOTAL and time.monotonic() < deadline:
+                for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                    for m in msgs:
+                        got.append((m.key, m.value, list(m.headers)))
+                        read[m.value] = (m.partition, m.offset)
+        finally:
+            await consumer.stop()
+        return got, read
 
-        acked = asyncio.run(produce())
-        assert len(set(acked)) == len(acked) == 4000
-        assert sorted(asyncio.run(consume())) == [b"v-%05d" % i for i in range(4000)]
+    acked = asyncio.run(produce())
+    got, read = asyncio.run(consume())
+    check_placed(sent, got, acked, read)
+    settle(cluster, topic, crashed)

@@ -102,6 +102,8 @@ def test_topics_create_list_describe_alter_delete(cluster: Cluster) -> None:
     assert table.stdout.splitlines()[0].split() == [
         "Topic", "TopicId", "Partition", "Leader", "LeaderEpoch", "Replicas", "Isr",
         "OfflineReplicas", "MinIsr", "Status",
+        # Asked of the brokers (test_replica_offsets_operators.py checks the values).
+        "HighWatermark", "LogStartOffset", "LogEndOffsets", "Lags",
     ]  # fmt: skip
     assert ctl(cluster, "topics", "alter", "--topic", "carts", "--partitions", "6").returncode == 0
     assert len(ctl_json(cluster, "topics", "describe", "--topic", "carts")) == 6

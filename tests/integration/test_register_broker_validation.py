@@ -14,9 +14,9 @@ import grpc
 import pytest
 from controller_cluster import Cluster, quorumctl, run, running_cluster
 
-from quorum.common.wire_errors import wire_error
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import broker_pb2_grpc as bpb_grpc
+from quorum.rpc.wire_errors import wire_error
 
 pytestmark = pytest.mark.slow
 

@@ -17,9 +17,9 @@ from quorum.admin_client import AdminClient
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import wire_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
+from quorum.rpc.wire_errors import wire_error
 from tests.integration.controller_cluster import Cluster, run
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
 

@@ -22,11 +22,11 @@ import pytest
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.messages import MAX_EPOCH, ErrorCode
+from quorum.rpc.wire_errors import wire_error
 from tests.integration.controller_cluster import Cluster, run, running_cluster
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
 

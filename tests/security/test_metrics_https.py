@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from quorum.common.config import ConfigError, parse_config
 from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.controller_config import ConfigError, parse_config
 from tests.integration.controller_cluster import Cluster, free_port
 from tests.security.secure_cluster import add_mtls_brokers, create_mtls_cluster, tls_properties
 

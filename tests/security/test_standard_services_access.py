@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
-from quorum.common.wire_errors import wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.controller.authorizer import CLUSTER_NAME, STANDARD_AUTHORIZER, Operation, ResourceType
+from quorum.rpc.wire_errors import wire_error
 from tests.integration.controller_cluster import Cluster
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
 from tests.security.test_authorization import binding, create_acls, denials, state

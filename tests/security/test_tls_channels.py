@@ -13,11 +13,12 @@ from typing import Any
 import grpc
 import pytest
 
-from quorum.common.channels import listen, new_server, open_channel
+from quorum.common.channels import listen, open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import ANONYMOUS, ClientAuth, TlsSettings, principal_of
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.servers import new_server
 
 
 class _WhoAmI(pb_grpc.RaftQuorumServicer):

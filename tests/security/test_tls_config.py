@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from broker_agent.config import parse_broker_config
-from quorum.common.config import ConfigError, parse_config
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import ClientAuth
+from quorum.controller_config import ConfigError, parse_config
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
 CONTROLLER = {

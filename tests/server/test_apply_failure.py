@@ -1,6 +1,7 @@
 """A committed record a replica cannot understand stops it instead of being skipped.
 
-Three drivers in one process over real gRPC, each applying to a MetadataImage. A
+Three drivers in one process over real gRPC, each with a QuorumController as its
+Raft listener applying committed batches to a MetadataImage. A
 record from a newer software version (envelope version 2) is committed through
 the raw proposal path, as a newer active controller would write it: every replica
 that learns it is committed (a majority at least) must refuse to apply it, report
@@ -13,13 +14,13 @@ import asyncio
 import socket
 
 from quorum.controller.codec import encode, noop
+from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import metadata_pb2 as md
 from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import Role
 from quorum.server.node_runtime import QuorumNode
-from quorum.server.replicated_state import ReplicatedState
 from snapshots.memory import MemorySnapshotStore
 from snapshots.policy import SnapshotPolicy
 
@@ -39,13 +40,13 @@ def test_every_replica_stops_at_a_record_version_it_does_not_know() -> None:
         failures: dict[int, str] = {}
         nodes = []
         for i in peers:
-            replicated = ReplicatedState(
-                images[i], MemorySnapshotStore(), SnapshotPolicy(), 2, now_ms=0
-            )
             node = QuorumNode(
                 RaftConfig(i, frozenset(peers), **FAST), peers[i], peers, "cluster-a",
-                MemoryLogStore(), MemoryQuorumStateStore(), replicated,
+                MemoryLogStore(), MemoryQuorumStateStore(), MemorySnapshotStore(),
             )  # fmt: skip
+            QuorumController(
+                node.driver, images[i], "cluster-a", peers, snapshot_policy=SnapshotPolicy()
+            )
             node.driver.on_apply_failed.append(lambda reason, i=i: failures.__setitem__(i, reason))
             nodes.append(node)
         for node in nodes:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from quorum.common.channels import exchange, new_server, open_channel
+from quorum.common.channels import exchange, open_channel
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.rpc.servers import new_server
 
 
 class _Servicer(pb_grpc.QuorumLogServicer):

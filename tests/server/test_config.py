@@ -14,7 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from quorum.common.config import (
+from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
+from quorum.controller_config import (
     INT_KEYS,
     KAFKA_KEYS,
     KNOWN_KEYS,
@@ -27,7 +28,6 @@ from quorum.common.config import (
     parse_config,
     render_properties,
 )
-from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 
 VOTERS = "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"
 BASE = {

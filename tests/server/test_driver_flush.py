@@ -21,7 +21,8 @@ from quorum.raft.config import RaftConfig
 from quorum.raft.effects import Role
 from quorum.raft.messages import Message
 from quorum.raft.records import SnapshotId
-from quorum.server.driver import INLINE_FLUSH_MAX_BYTES, RaftDriver
+from quorum.server.driver import RaftDriver
+from quorum.server.flush_scheduler import INLINE_FLUSH_MAX_BYTES
 from snapshots.api import SnapshotChunk
 
 

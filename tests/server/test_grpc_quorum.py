@@ -10,10 +10,10 @@ from typing import Any
 
 import grpc
 
-from quorum.common.wire_errors import WireError, wire_error
 from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import Role
+from quorum.rpc.wire_errors import WireError, wire_error
 from quorum.server.node_runtime import QuorumNode
 
 FAST = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "election_backoff_max_ms": 200}

@@ -11,13 +11,13 @@ import grpc
 import pytest
 from test_grpc_quorum import make_nodes, running, wait_for_leader
 
-from quorum.common.channels import new_server, stop_server
-from quorum.common.wire_errors import wire_error
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
 from quorum.raft.effects import Role
 from quorum.raft.messages import BeginQuorumEpochRequest, ErrorCode, FetchRequest, FetchResponse
+from quorum.rpc.servers import new_server, stop_server
+from quorum.rpc.wire_errors import wire_error
 from quorum.server.node_runtime import QuorumNode
 
 OBSERVER = 9  # not a voter: its fetches are held like a follower's

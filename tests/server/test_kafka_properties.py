@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from quorum.common.config import (
+from quorum.controller_config import (
     KAFKA_IGNORED_KEYS,
     KNOWN_KEYS,
     ConfigError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quorum.server.transport import leader_hint
+from quorum.server.leader_hint import leader_hint
 
 
 class View:

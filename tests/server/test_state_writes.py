@@ -7,7 +7,7 @@ from quorum.raft.config import QuorumStateData, RaftConfig
 from quorum.raft.effects import PersistQuorumState, Role, RoleChanged, SendMessage
 from quorum.raft.messages import VoteRequest, VoteResponse
 from quorum.raft.node import RaftNode
-from quorum.server.driver import superseded_state_writes
+from quorum.server.effect_order import superseded_state_writes
 
 
 def test_a_vote_in_a_new_epoch_needs_only_its_last_state_write() -> None:

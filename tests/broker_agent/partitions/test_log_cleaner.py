@@ -26,6 +26,7 @@ from broker_agent.partitions.log_cleaner import (
     cleanable_range,
     should_clean,
 )
+from broker_agent.partitions.offset_map import ENTRY_BYTES
 from broker_agent.partitions.partition_log import PartitionLog
 from broker_agent.partitions.record_batch import split_batches
 from broker_agent.partitions.record_codec import records_of, rewrite_batch
@@ -133,8 +134,8 @@ def test_a_full_map_cleans_in_several_passes(tmp_path: Path) -> None:
     fill(big, rounds=3, keys=100)
     fill(small, rounds=3, keys=100)
     clean(big)
-    # 24-byte slots: 50 slots, 45 entries at the 0.9 load factor.
-    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=50 * 24))
+    # Room for 50 entries: 45 at the 0.9 load factor.
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=50 * ENTRY_BYTES))
     ends = []
     for _ in range(30):
         result = cleaner.clean(small, small.log_end_offset, NOW, producers_of(small))

@@ -16,6 +16,7 @@ from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
 from broker_agent.partitions.compare import compare_compacted, compare_replicas, main
 from broker_agent.partitions.log_cleaner import CleanerConfig
+from broker_agent.partitions.offset_map import ENTRY_BYTES
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 
@@ -177,7 +178,7 @@ def test_a_failing_round_marks_the_partition_uncleanable_and_it_stays_served(
         await produce_updates(leader, rounds=10)
         part = leader.partition_state(T, 0)
         # A map too small for one batch: the round cannot proceed.
-        leader.cleaner.cleaner.config = CleanerConfig(dedupe_buffer_size=24)
+        leader.cleaner.cleaner.config = CleanerConfig(dedupe_buffer_size=ENTRY_BYTES)
         leader.cleaner.cleaner._map = None
         big = make_batch([(b"key-%d" % k, b"v") for k in range(5)])
         assert (await leader.append(T, 0, big, 1, 1_000)).error is ErrorCode.none

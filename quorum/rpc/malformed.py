@@ -22,8 +22,8 @@ from typing import Any
 import grpc
 
 from quorum.common.guarded_handlers import guarded_handler
-from quorum.common.wire_errors import rich_status
 from quorum.raft.messages import ErrorCode
+from quorum.rpc.wire_errors import rich_status
 
 log = logging.getLogger(__name__)
 

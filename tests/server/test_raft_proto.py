@@ -16,7 +16,7 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from quorum.raft.records import Batch, OffsetAndEpoch, SnapshotId
-from quorum.server.codec import from_proto, to_proto
+from quorum.server.raft_proto import from_proto, to_proto
 
 MESSAGES: list[Message] = [
     VoteRequest(4, 2, 3, 120, pre_vote=True),

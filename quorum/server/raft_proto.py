@@ -1,4 +1,5 @@
-"""Translation between the core's message values and their protobuf wire form.
+"""The Raft core's message values to and from their protobuf wire form (the metadata
+records' codec is `quorum.controller.codec`).
 
 Kept in one place so the transport never hand-builds a message and the mapping
 can be tested as a round trip.

@@ -22,8 +22,8 @@ from typing import Any
 
 import grpc
 
-from quorum.common.wire_errors import exception_status, rich_status
 from quorum.raft.messages import ErrorCode
+from quorum.rpc.wire_errors import exception_status, rich_status
 
 log = logging.getLogger(__name__)
 

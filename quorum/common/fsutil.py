@@ -1,4 +1,5 @@
-"""The few file-system moves durability depends on, in one place.
+"""The few file-system moves durability depends on, in one place (the log,
+snapshots, meta.properties and the brokers' partition logs all use them).
 
 `sync_file` uses fdatasync where available: it persists the data and the file
 size (all that reading the log back needs) without forcing timestamp updates.
@@ -6,12 +7,9 @@ size (all that reading the log back needs) without forcing timestamp updates.
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Sequence
 from pathlib import Path
-
-from quorum.log.errors import LogDirectoryLockedError
 
 
 def sync_file(fd: int) -> None:
@@ -88,15 +86,3 @@ def write_atomically(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
-
-
-def lock_directory(directory: Path) -> int:
-    """Take an exclusive flock on the directory itself (so locking creates no
-    file); closing the returned descriptor, or the process dying, releases it."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise LogDirectoryLockedError(f"{directory} is in use by another process") from None
-    return fd

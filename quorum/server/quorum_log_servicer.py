@@ -1,0 +1,107 @@
+"""The QuorumLog service: raw writes to the replicated log (benchmarks, tools).
+
+A write is proposed as one batch and answered once committed; a follower
+refuses with NOT_LEADER_OR_FOLLOWER naming the leader, so a client moves at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import grpc
+
+from quorum.gen import raft_pb2 as pb
+from quorum.gen import raft_pb2_grpc as pb_grpc
+from quorum.raft.client_api import ProposalFailed, ProposalOutcomeUnknown
+from quorum.raft.messages import (
+    ErrorCode,
+)
+from quorum.raft.node import NotLeaderError
+from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
+from quorum.server.access import AccessControl, open_access
+from quorum.server.driver import RaftDriver
+from quorum.server.leader_hint import leader_hint
+
+
+class QuorumLogServicer(pb_grpc.QuorumLogServicer):
+    """Durable replicated writes of raw records (benchmarks, probes and tests).
+
+    Every record lands in the metadata log that every replica applies, so each is
+    first checked by `validate_record` (the controller allows only NoOp records
+    here): anything else must go through the admin API's validation.
+    """
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        cluster_id: str,
+        addresses: Mapping[int, str],
+        validate_record: Callable[[bytes], str | None] | None = None,
+        access: AccessControl | None = None,
+    ) -> None:
+        self._driver = driver
+        self._cluster_id = cluster_id
+        self._addresses = dict(addresses)
+        self._validate_record = validate_record
+        self._access = access or open_access()
+
+    def _not_leader(self, leader_id: int | None) -> grpc.Status:
+        if leader_id == self._driver.config.node_id:
+            leader_id = None  # resigned: still its epoch's leader on record, cannot lead
+        hint = leader_hint(self._driver, self._addresses, leader_id)
+        where = (
+            f"node {leader_id} at {hint.get('leader_address', '?')}"
+            if leader_id is not None
+            else "unknown"
+        )
+        return rich_status(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"node {self._driver.config.node_id} is not the leader; leader: {where}",
+            hint,
+        )
+
+    async def Write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
+        return await self._write(request, context)
+
+    async def WriteStream(
+        self, requests: AsyncIterator[pb.WriteRequest], context: Any
+    ) -> AsyncIterator[pb.WriteResponse]:
+        async for request in requests:
+            yield await self._write(request, context)
+
+    async def _write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
+        if request.cluster_id != self._cluster_id:
+            await context.abort_with_status(
+                foreign_cluster_status(request.cluster_id, self._cluster_id)
+            )
+        await self._access.check(context, request)
+        if not request.records:
+            await context.abort_with_status(
+                rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
+            )
+        if self._validate_record is not None:
+            for i, record in enumerate(request.records):
+                problem = self._validate_record(record)
+                if problem is not None:
+                    await context.abort_with_status(
+                        rich_status(ErrorCode.INVALID_RECORD, f"record {i}: {problem}")
+                    )
+        if self._driver.closed:
+            await context.abort_with_status(
+                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+            )
+        try:
+            result = await self._driver.propose(list(request.records))
+        except NotLeaderError as err:
+            await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalOutcomeUnknown as err:
+            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
+        except ProposalFailed:
+            await context.abort_with_status(self._not_leader(self._driver.leader_id))
+        return pb.WriteResponse(
+            epoch=result.epoch,
+            base_offset=result.first_offset,
+            last_offset=result.last_offset,
+            leader_id=self._driver.config.node_id,
+        )
