@@ -58,6 +58,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         c.wait_for_leader(timeout_s=30)
         c.write(3)
+        # A leader and a majority are not all three: the first batch talks to every
+        # controller, and one still starting refused the connection.
+        c.wait_until(lambda: all(c.describe(n) for n in c.procs), 30, "every controller up")
         yield c
     finally:
         c.stop_all()
