@@ -8,7 +8,7 @@ The structural keys (``node.id``, ``process.roles``, ``controller.quorum.voters`
 ``listener.security.protocol.map`` and ``ssl.*`` (`quorum.common.tls`), and ours,
 ``metrics.listener`` and ``log.level``) are parsed by hand; every integer key is
 one line of `INT_KEYS` below (name, field, default, bounds, doc, Kafka's or
-ours), from which parsing, the effective configuration and the README's table
+ours), from which parsing, the effective configuration and the docs' table
 come. The admin request limits are `quorum.controller.request_limits`; the
 framework (reading, `ConfigError`, value parsers) is `quorum.common.config`.
 

@@ -2,7 +2,7 @@
 
 Adding an integer key is one line in `INT_KEYS` (plus the `ControllerConfig`
 field it fills, which a test checks): parsing, bounds, the effective-config
-dump, "did you mean" and the README's table (`int_key_table`) follow. Kafka keys
+dump, "did you mean" and the table in docs/configuration.md (`int_key_table`) follow. Kafka keys
 this product does not use are listed in `KAFKA_IGNORED_KEYS` (accepted, named in
 one WARN line). Parsing a file into a `ControllerConfig` is
 `quorum.controller_config`.
@@ -174,7 +174,7 @@ KAFKA_IGNORED_KEYS: tuple[str, ...] = (
 
 
 def int_key_table() -> str:
-    """The README's table of integer keys, rendered from `INT_KEYS`."""
+    """The table of integer keys in docs/configuration.md, rendered from `INT_KEYS`."""
     rows = ["| key | default | range | |", "|-----|---------|-------|--|"]
     for k in INT_KEYS:
         note = k.doc if k.kafka else f"ours: {k.doc}"

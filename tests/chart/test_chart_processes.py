@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,6 +52,35 @@ VALUES = {"brokers": {"rack": {"enabled": True, "topologyKey": "topology.kuberne
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     with deploy(VALUES, tmp_path_factory.mktemp("chart-pods")) as running:
         yield running
+
+
+@pytest.fixture
+def own_deployment(tmp_path: Path) -> Iterator[Deployment]:
+    """A deployment of its own, for a test that stops its pods: the module's stays
+    up for the others, whatever order they run in."""
+    with deploy(VALUES, tmp_path) as running:
+        yield running
+
+
+def stop_brokers_with_sigterm(deployment: Deployment) -> None:
+    """Every broker ONLINE first, then SIGTERM to all: each exits 0 within the
+    broker pods' terminationGracePeriodSeconds."""
+    cluster = deployment.cluster
+    cluster.wait_until(
+        lambda: [b.state for _, b in sorted(describe_brokers(cluster).items())] == ["ONLINE"] * 3,
+        timeout_s=45,
+        what="brokers ONLINE",
+    )
+    grace = deployment.rendered.brokers["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    brokers = list(cluster.brokers.values())
+    started = time.monotonic()
+    for proc in brokers:
+        assert proc.popen is not None and proc.alive()
+        proc.popen.send_signal(signal.SIGTERM)
+    for proc in brokers:
+        assert proc.popen is not None
+        code = proc.popen.wait(max(1.0, grace - (time.monotonic() - started)))
+        assert code == 0, proc.log_text()
 
 
 def test_node_ids_follow_the_pod_ordinals(deployment: Deployment) -> None:
@@ -150,23 +180,21 @@ def test_a_restarted_pods_init_step_is_a_no_op(deployment: Deployment) -> None:
     assert "is already formatted with cluster.id" in result.stdout
 
 
-def test_sigterm_ends_brokers_cleanly_within_their_grace_period(deployment: Deployment) -> None:
-    """Runs last in this module: it stops the brokers (controllers stay up)."""
-    grace = deployment.rendered.brokers["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    brokers = list(deployment.cluster.brokers.values())
-    started = time.monotonic()
-    for proc in brokers:
-        assert proc.popen is not None and proc.alive()
-        proc.popen.send_signal(signal.SIGTERM)
-    for proc in brokers:
-        assert proc.popen is not None
-        code = proc.popen.wait(max(1.0, grace - (time.monotonic() - started)))
-        assert code == 0, proc.log_text()
+def test_sigterm_ends_brokers_cleanly_within_their_grace_period(
+    own_deployment: Deployment,
+) -> None:
+    """On a deployment of its own: it stops the brokers (controllers stay up)."""
+    stop_brokers_with_sigterm(own_deployment)
 
 
-def test_sigterm_lets_the_leader_resign_within_its_grace_period(deployment: Deployment) -> None:
-    """Runs after the brokers stopped: the leader hands over with EndQuorumEpoch and
-    exits cleanly in time, and the other two voters elect a successor."""
+def test_sigterm_lets_the_leader_resign_within_its_grace_period(
+    own_deployment: Deployment,
+) -> None:
+    """On a deployment of its own, with the brokers stopped first: the leader hands
+    over with EndQuorumEpoch and exits cleanly in time, and the other two voters
+    elect a successor."""
+    deployment = own_deployment
+    stop_brokers_with_sigterm(deployment)
     cluster = deployment.cluster
     spec = deployment.rendered.controllers["spec"]["template"]["spec"]
     leader = cluster.wait_for_leader(timeout_s=30).leader_id

@@ -415,9 +415,20 @@ def test_the_fetch_stream_answers_each_request_in_order_and_refuses_with_the_sam
     assert cluster.describe(view.leader_id).image_digest == before
 
 
+def snapshot_moved_the_log_start(cluster: Cluster) -> None:
+    """Commit topics until a controller snapshot has moved the log start past 0
+    (the cluster snapshots every 4 KiB of new records and rolls 8 KiB segments)."""
+    for i in range(30):
+        if cluster.wait_for_leader().log_start_offset > 0:
+            return
+        create_topic(cluster, f"log-start-filler-{i}", 20, min_isr=1, replication_factor=2)
+    raise AssertionError("30 topics committed and the log start is still 0")
+
+
 def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
     cluster: Cluster,
 ) -> None:
+    snapshot_moved_the_log_start(cluster)  # a fetch below it must be told to load one
     wait_until_quiet(cluster)
     epoch = brokers_view(cluster)[11].broker_epoch
     view = cluster.wait_for_leader()

@@ -48,8 +48,17 @@ def bootstrap(cluster: Cluster) -> str:
     return ",".join(f"127.0.0.1:{cluster.brokers[b].port}" for b in BROKERS)
 
 
-def replica_dir(cluster: Cluster, broker: int) -> Path:
-    return cluster.brokers[broker].data_dir / f"{TOPIC}-0"
+def replica_dir(cluster: Cluster, broker: int, topic: str = TOPIC) -> Path:
+    return cluster.brokers[broker].data_dir / f"{topic}-0"
+
+
+def create_compacted(cluster: Cluster, topic: str) -> None:
+    """One partition on the three brokers, compacted, small segments, eager cleaner."""
+    ctl_json(cluster, "topics", "create", topic, "--partitions", "1",
+             "--replication-factor", "3", "--config", "cleanup.policy=compact",
+             "--config", "segment.bytes=262144",
+             "--config", "min.cleanable.dirty.ratio=0.1")  # fmt: skip
+    wait_for_topic_everywhere(cluster, topic)
 
 
 def below_active_segment(directory: Path) -> int:
@@ -65,11 +74,7 @@ def below_active_segment(directory: Path) -> int:
 def test_a_compacted_topic_keeps_every_keys_latest_value(cluster: Cluster) -> None:
     from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-    ctl_json(cluster, "topics", "create", TOPIC, "--partitions", "1",
-             "--replication-factor", "3", "--config", "cleanup.policy=compact",
-             "--config", "segment.bytes=262144",
-             "--config", "min.cleanable.dirty.ratio=0.1")  # fmt: skip
-    wait_for_topic_everywhere(cluster, TOPIC)
+    create_compacted(cluster, TOPIC)
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
     errors: list[str] = []
@@ -124,21 +129,24 @@ def test_a_follower_killed_while_it_cleans_loses_no_latest_value(cluster: Cluste
     (5 runs); each restart recovers its log and in the end it agrees with the
     leader on every key's latest value. Rounds here take milliseconds, so a kill
     rarely lands inside a swap: test_log_cleaner_crash.py stops a cleaner at every
-    step of one, deterministically."""
+    step of one, deterministically. Its own topic: the other test counts every
+    record of `changelog`."""
     from confluent_kafka import Producer
 
-    leader, _ = leader_of(cluster, TOPIC, 0)
+    topic = "changelog-kills"
+    create_compacted(cluster, topic)
+    leader, _ = leader_of(cluster, topic, 0)
     victim = next(b for b in BROKERS if b != leader)
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "1",
                          "linger.ms": 5})  # fmt: skip
     rng = random.Random(34)
     latest: dict[bytes, bytes] = {}
-    sent = RECORDS  # the first test's records (its keyless one was refused)
+    sent = 0
     for run in range(5):
         for i in range(10_000):
             key, value = b"key-%d" % (i % KEYS), b"run-%d-%d" % (run, i)
             latest[key] = value
-            producer.produce(TOPIC, value, key)
+            producer.produce(topic, value, key)
             if i % 5_000 == 0:
                 producer.poll(0)
         assert producer.flush(60) == 0
@@ -154,7 +162,7 @@ def test_a_follower_killed_while_it_cleans_loses_no_latest_value(cluster: Cluste
                         for r in ctl_json(cluster, "brokers", "list")),
             30, "the victim ONLINE again",
         )  # fmt: skip
-    dirs = [replica_dir(cluster, b) for b in (leader, victim)]
+    dirs = [replica_dir(cluster, b, topic) for b in (leader, victim)]
     cluster.wait_until(
         lambda: compare_compacted(dirs, sent) == []
         and all(below_active_segment(d) <= 3 * KEYS for d in dirs),

@@ -51,6 +51,21 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, ca: LocalCa) -> Iterator[C
                                Operation.CLUSTER_ACTION))  # fmt: skip
         add_mtls_brokers(c, ca, BROKER, broker__heartbeat__interval__ms="500")
         c.start_brokers()
+        # Registered and unfenced before any test: tests that check nothing changed
+        # must not see the broker's own records land meanwhile, in any order.
+        c.wait_until(
+            lambda: (
+                [
+                    (b.broker_id, b.state)
+                    for b in c.call(
+                        "admin", "DescribeCluster", api.DescribeClusterRequest()
+                    ).brokers
+                ]
+                == [(BROKER, "ONLINE")]
+            ),
+            30,
+            f"broker {BROKER} ONLINE",
+        )
         yield c
     finally:
         c.stop_all()

@@ -288,8 +288,8 @@ def test_fuzz_broker_lifecycle(target: Target, batch: list[tuple[MethodDescripto
 
 
 def test_every_service_got_its_requests_and_the_quorum_still_commits(target: Target) -> None:
-    """Runs after the four above (file order): the totals, and a working quorum.
-    Run alone, it runs the fuzzing of any service not fuzzed yet first."""
+    """The totals, and a working quorum. The suite runs in a random order: run
+    before any of the four above (or alone), it first fuzzes the services not fuzzed yet."""
     fuzz_tests = {
         "RaftQuorum": test_fuzz_raft_quorum,
         "QuorumLog": test_fuzz_quorum_log,

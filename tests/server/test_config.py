@@ -433,7 +433,7 @@ def test_every_integer_key_fills_a_config_field_and_the_readme_shows_the_table()
     fields = {f.name for f in dataclasses.fields(ControllerConfig)}
     assert [k.field for k in INT_KEYS if k.field not in fields] == []
     assert len({k.name for k in INT_KEYS}) == len(INT_KEYS)
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     assert int_key_table() in readme
     defaults = parse_config(
         {
