@@ -90,6 +90,9 @@ SEQUENCE_ERRORS = {
     SequenceCheck.OUT_OF_ORDER: ErrorCode.out_of_order_sequence_number,
     SequenceCheck.INVALID_EPOCH: ErrorCode.invalid_producer_epoch,
 }
+# Partitions per AlterPartition: well below the controllers' default
+# `controller.max.partitions.per.request` (10,000); more wait for the next one.
+ISR_CHANGES_PER_REQUEST = 1_000
 
 
 def wall_clock_ms() -> int:
@@ -185,6 +188,9 @@ class ReplicaManager:
         self._opening: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._open_jobs: set[asyncio.Future[list[OpenedLog]]] = set()
         self._view: MetadataView | None = None
+        # ISR changes waiting for the AlterPartition in flight (one at a time).
+        self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
+        self._isr_sender: asyncio.Task[None] | None = None
         self.cleaner = CleanerTask(self, self.config.cleaner)
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -665,24 +671,38 @@ class ReplicaManager:
             change.leader_epoch, change.partition_epoch, change.new_isr,
         )  # fmt: skip
         part.isr_change_in_flight = True
-        task = asyncio.get_running_loop().create_task(self._send_isr_change(part, request))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._isr_queue.append((part, request))
+        if self._isr_sender is None or self._isr_sender.done():
+            task = asyncio.get_running_loop().create_task(self._send_isr_changes())
+            self._isr_sender = task
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
-    async def _send_isr_change(self, part: Partition, request: IsrChangeRequest) -> None:
+    async def _send_isr_changes(self) -> None:
+        """One AlterPartition at a time, carrying every change queued meanwhile
+        (Kafka's AlterPartitionManager does the same): a follower that restarts
+        with 1,000 replicas catches up on all of them within a few fetches, and
+        one request per partition cost the controller one commit each."""
         assert self.isr_changer is not None
-        try:
-            accepted = await self.isr_changer.alter_partition(self.broker_id, request)
-        except Exception as exc:
-            log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
-            accepted = False
-        if not part.isr_change_in_flight:
-            return  # metadata already settled it
-        part.isr_change_in_flight = False
-        if not accepted and part.leader_state is not None:
-            # Refused (stale partition epoch) or unreachable: forget it; the next
-            # tick or fetch asks again with the partition epoch then current.
-            part.leader_state = rules.isr_change_failed(part.leader_state)
+        while self._isr_queue and not self._closed:
+            await asyncio.sleep(0)  # the rest of this fetch answer's / tick's changes
+            batch = self._isr_queue[:ISR_CHANGES_PER_REQUEST]
+            del self._isr_queue[: len(batch)]
+            try:
+                accepted = await self.isr_changer.alter_partitions(
+                    self.broker_id, [request for _, request in batch]
+                )
+            except Exception as exc:
+                log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
+                accepted = [False] * len(batch)
+            for (part, _), ok in zip(batch, accepted, strict=True):
+                if not part.isr_change_in_flight:
+                    continue  # metadata already settled it
+                part.isr_change_in_flight = False
+                if not ok and part.leader_state is not None:
+                    # Refused (stale partition epoch) or unreachable: forget it; the
+                    # next tick or fetch asks again with the partition epoch then current.
+                    part.leader_state = rules.isr_change_failed(part.leader_state)
 
     def tick(self) -> None:
         """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import io
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,6 +90,12 @@ class FakeController:
             return False
         self.change(request.topic, request.partition, isr=request.new_isr)
         return True
+
+    async def alter_partitions(
+        self, broker_id: int, requests: Sequence[IsrChangeRequest]
+    ) -> list[bool]:
+        """Many in one request, each accepted or refused on its own."""
+        return [await self.alter_partition(broker_id, r) for r in requests]
 
     def change(self, topic: str, partition: int, **changes: object) -> None:
         current = self.partitions[(topic, partition)]
