@@ -76,8 +76,12 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         # Offset gaps: compaction removes records, and followers copy the gaps.
+        # No syncs on open: durability comes from replication (see FileLogStore).
         self.store = FileLogStore(
-            directory, segment_bytes=min(config.segment_bytes, 2**31 - 1), offset_gaps=True
+            directory,
+            segment_bytes=min(config.segment_bytes, 2**31 - 1),
+            offset_gaps=True,
+            sync_on_open=False,
         )
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms

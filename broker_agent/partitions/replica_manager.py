@@ -33,11 +33,14 @@ that does not lead answers NOT_LEADER_OR_FOLLOWER. HW, ISR and truncation
 decisions are `broker_agent.replication`'s; this class does the I/O and waits.
 Followers fetch through the `LeaderFetchClient` seam (none: they do not fetch).
 
-New replicas' logs: opening one costs a few fsyncs (its first segment, its
-epoch cache), ~10 ms each, so the agent asks for them to be opened in a worker
-thread (`open_in_background`): the event loop keeps answering (a forwarded
-CreateTopics of 100 topics waited for ~33 opens before), and the replicas join
-at the latest metadata once open. Meanwhile, as in Kafka for a partition its
+New replicas' logs: creating one costs fsyncs (its first segment, its
+directory), ~10 ms each under load, and opening an existing one a scan of its
+tail (no syncs: see `FileLogStore`'s `sync_on_open`), so the agent asks for
+them to be opened in worker threads (`open_in_background`, in chunks of
+`OPEN_CHUNK` on `OPEN_THREADS` threads): the event loop keeps answering (a
+forwarded CreateTopics of 100 topics waited for ~33 opens before), and each
+chunk's replicas join at the latest metadata once open, so a restarted broker's
+first followers fetch while the rest still open. Meanwhile, as in Kafka for a partition its
 metadata has but its replica manager does not yet host, a Produce or Fetch for
 one waits for the open (within its own timeout) and the other requests get
 NOT_LEADER_OR_FOLLOWER (retriable).
@@ -50,6 +53,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -93,6 +97,9 @@ SEQUENCE_ERRORS = {
 # Partitions per AlterPartition: well below the controllers' default
 # `controller.max.partitions.per.request` (10,000); more wait for the next one.
 ISR_CHANGES_PER_REQUEST = 1_000
+# Replicas' logs opened per worker-thread job, and the threads opening them.
+OPEN_CHUNK = 50
+OPEN_THREADS = 4
 
 
 def wall_clock_ms() -> int:
@@ -187,6 +194,7 @@ class ReplicaManager:
         # Replicas whose logs a worker thread is opening; done once they joined.
         self._opening: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._open_jobs: set[asyncio.Future[list[OpenedLog]]] = set()
+        self._open_pool: ThreadPoolExecutor | None = None
         self._view: MetadataView | None = None
         # ISR changes waiting for the AlterPartition in flight (one at a time).
         self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
@@ -221,6 +229,8 @@ class ReplicaManager:
             if not waiter.done():
                 waiter.set_result(None)
         self._opening.clear()
+        if self._open_pool is not None:
+            self._open_pool.shutdown(wait=False)
         for p in self.partitions.values():
             p.notify()
             p.log.checkpoint_high_watermark(p.high_watermark, sync=True)
@@ -301,6 +311,13 @@ class ReplicaManager:
     def _open_in_background(
         self, items: list[tuple[PartitionAssignment, LogConfig]], now: int
     ) -> None:
+        """In chunks on a few threads: the first replicas join (and their
+        followers fetch) while the rest still open, and the opens' system calls
+        overlap (a restarted broker opens all its replicas at once)."""
+        for start in range(0, len(items), OPEN_CHUNK):
+            self._open_chunk(items[start : start + OPEN_CHUNK], now)
+
+    def _open_chunk(self, items: list[tuple[PartitionAssignment, LogConfig]], now: int) -> None:
         loop = asyncio.get_running_loop()
 
         def open_all() -> list[OpenedLog | BaseException]:
@@ -315,7 +332,9 @@ class ReplicaManager:
         keys = [(a.topic, a.partition) for a, _ in items]
         for key in keys:
             self._opening[key] = loop.create_future()
-        job = loop.run_in_executor(None, open_all)
+        if self._open_pool is None:
+            self._open_pool = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="log-open")
+        job = loop.run_in_executor(self._open_pool, open_all)
         self._open_jobs.add(job)
         job.add_done_callback(lambda done: self._opened(keys, done))
 
