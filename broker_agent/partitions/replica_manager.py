@@ -282,6 +282,11 @@ class ReplicaManager:
             ):
                 continue  # older than what this replica already follows
             part.log.config = config
+            if assignment == part.assignment and part.role is self._role_for(assignment):
+                # Nothing committed about it (another partition's record): an ISR
+                # change it asked for stays pending, rather than being asked again
+                # (and refused as stale) at its next follower fetch.
+                continue
             self._apply_assignment(part, assignment, now)
         if to_open:
             self._open_in_background(to_open, now)
@@ -356,6 +361,10 @@ class ReplicaManager:
                     )  # fmt: skip
                     continue
                 self._join(opened.assignment, opened)
+            log.info(
+                "broker %d: opened %d replicas' logs; %d still opening",
+                self.broker_id, len(keys), len(self._opening),
+            )  # fmt: skip
             if self._view is not None:
                 # Roles at the newest metadata; deletes a replica that left meanwhile.
                 # A log that failed to open is tried again at the next metadata.
@@ -379,6 +388,11 @@ class ReplicaManager:
         part.notify()
         part.log.delete()
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
+
+    def _role_for(self, assignment: PartitionAssignment) -> Role:
+        if assignment.leader == self.broker_id:
+            return Role.LEADER
+        return Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
 
     def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
         previous = part.assignment
@@ -714,6 +728,10 @@ class ReplicaManager:
             except Exception as exc:
                 log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
                 accepted = [False] * len(batch)
+            log.info(
+                "broker %d: AlterPartition of %d partitions: %d accepted",
+                self.broker_id, len(batch), sum(accepted),
+            )  # fmt: skip
             for (part, _), ok in zip(batch, accepted, strict=True):
                 if not part.isr_change_in_flight:
                     continue  # metadata already settled it
