@@ -74,6 +74,7 @@ class FakeController:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     cluster: Cluster | None = None
     refused: int = 0
+    requests: list[int] = field(default_factory=list)  # partitions per AlterPartition
 
     def view(self) -> MetadataView:
         return MetadataView(tuple(self.partitions.values()), self.configs)
@@ -95,6 +96,7 @@ class FakeController:
         self, broker_id: int, requests: Sequence[IsrChangeRequest]
     ) -> list[bool]:
         """Many in one request, each accepted or refused on its own."""
+        self.requests.append(len(requests))
         return [await self.alter_partition(broker_id, r) for r in requests]
 
     def change(self, topic: str, partition: int, **changes: object) -> None:
