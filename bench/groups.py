@@ -8,17 +8,23 @@ the integration tests start one. Then:
   event loop) of one group on a topic of N partitions have settled; one more
   member starts; the time from its start until every member holds its new
   assignment (all N+1 assignments disjoint and covering the topic, each member
-  with at least one partition when partitions allow).
+  with at least one partition when partitions allow); beside it, the same
+  rebalance as the coordinator's metric times it.
 * `leave_rebalance_s{members=N}`: one member stops (LeaveGroup); the time until
   the others hold the new assignment.
 * `coordinator_failover_s{members=N}`: the coordinator's broker is SIGKILLed; the
   time until every member talks to the new coordinator (the leader of the
   group's offsets partition, elected once the controller has fenced the killed
-  broker: `broker.session.timeout.ms`, 9 s) and holds a full assignment.
+  broker: `broker.session.timeout.ms`, 9 s) and holds a full assignment; split
+  into the election, the new coordinator's readiness and the members' moves.
 * `offset_commits_per_s`: OffsetCommit requests (one partition each, acks=all
-  to RF 3) from `--connections` connections at once, to one coordinator.
+  to RF 3) from `--connections` connections at once, to groups of one
+  coordinator, with each broker's CPU per commit.
+* `brokers_cpu_s` (with `--no-failover`): each broker's CPU over a group size's
+  rebalances.
 
-    .venv/bin/python bench/groups.py [--members 10,100] [--commit-seconds 5]
+    .venv/bin/python bench/groups.py [--members 10,100,500] [--commit-seconds 5]
+        [--connections 16,64] [--commit-groups 1,8] [--no-failover]
 
 One JSON object per measurement on stdout; progress on stderr.
 """
@@ -27,22 +33,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import re
 import signal
+import struct
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
 
 from kio.schema.errors import ErrorCode
-from report import emit, say
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
+from report import emit, process_cpu_s, say
 
+from broker_agent.groups.placement import OFFSETS_TOPIC, partition_for
+from broker_agent.kafka import codec
 from broker_agent.kafka.versions import ApiKey
-from tests.integration.controller_cluster import Cluster, ctl_json
-from tests.integration.groups_cluster import bootstrap, find_coordinator, groups_cluster
+from tests.integration.controller_cluster import Cluster, Proc, ctl_json
+from tests.integration.groups_cluster import (
+    OFFSETS_PARTITIONS,
+    bootstrap,
+    find_coordinator,
+    groups_cluster,
+    offsets_leader,
+)
 from tests.integration.kafka_wire import KafkaSocket, wait_for_topic_everywhere
 
 
@@ -60,6 +80,24 @@ async def wait_settled(consumers: list[object], partitions: int, timeout_s: floa
             return time.monotonic() - started
         await asyncio.sleep(0.01)
     raise TimeoutError("no settled assignment")
+
+
+def rebalance_seconds(broker: Proc) -> tuple[float, float]:
+    """The coordinator's rebalance histogram: (sum of seconds, count)."""
+    values = broker.metrics()
+    name = "quorum_broker_group_rebalance_seconds"
+    return values.get(f"{name}_sum", 0.0), values.get(f"{name}_count", 0.0)
+
+
+def coordinator_part(broker: Proc, before: tuple[float, float]) -> float | None:
+    """The rebalances since `before` as the coordinator's metric times them: from
+    the join or leave that started one to the leader's assignment, the others'
+    rejoins (after their next heartbeat) included, but not the new member's own
+    start-up nor the members' handling of their answers, so a figure that the
+    members' one process makes slow can be told apart."""
+    total, count = rebalance_seconds(broker)
+    done = count - before[1]
+    return round((total - before[0]) / done, 3) if done else None
 
 
 async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
@@ -87,7 +125,9 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             session_timeout_ms=10_000,
             heartbeat_interval_ms=500,
             enable_auto_commit=False,
-            metadata_max_age_ms=5000,
+            # Nothing is produced: idle fetches long-poll 5 s (not 0.5 s), so that
+            # 500 members' fetches do not crowd out their heartbeats and joins.
+            fetch_max_wait_ms=5000,
             request_timeout_ms=40_000,
         )
 
@@ -95,7 +135,9 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
     await asyncio.gather(*(c.start() for c in consumers))
     try:
         await wait_settled(consumers, members + 1)
+        coordinator = cluster.brokers[find_coordinator(cluster, group)]
         late = member()
+        before = rebalance_seconds(coordinator)
         started = time.monotonic()
         await late.start()
         consumers.append(late)
@@ -104,8 +146,11 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             measurement="join_rebalance_s",
             members=members + 1,
             seconds=round(time.monotonic() - started, 3),
+            coordinator_rebalance_s=coordinator_part(coordinator, before),
+            load_average=round(os.getloadavg()[0], 1),
         )
         gone = consumers.pop(0)
+        before = rebalance_seconds(coordinator)
         started = time.monotonic()
         await gone.stop()
         await wait_settled(consumers, members + 1)
@@ -113,37 +158,12 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
             measurement="leave_rebalance_s",
             members=members,
             seconds=round(time.monotonic() - started, 3),
+            coordinator_rebalance_s=coordinator_part(coordinator, before),
+            load_average=round(os.getloadavg()[0], 1),
         )
         if kill:
-            coordinator = find_coordinator(cluster, group)
-            proc = cluster.brokers[coordinator]
-            assert proc.popen is not None
-            started = time.monotonic()
-            proc.popen.send_signal(signal.SIGKILL)
-            proc.popen.wait(10)
-            # The new leader of the offsets partition loads the group (Stable, its
-            # members and assignments from the log): members that find it through
-            # FindCoordinator heartbeat on without a rebalance. Done once every
-            # member's coordinator is the new one and the assignment is whole.
-            survivor = next(b for b in cluster.brokers if b != coordinator)
-            new = coordinator
-            while new == coordinator:  # until the controller has moved the leadership
-                await asyncio.sleep(0.05)
-                new = await asyncio.to_thread(find_coordinator, cluster, group, survivor)
-            deadline = time.monotonic() + 180
-            while time.monotonic() < deadline:
-                moved = all(c._coordinator.coordinator_id == new for c in consumers)  # type: ignore[attr-defined]
-                if moved and settled(consumers, members + 1):
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise TimeoutError("members never moved to the new coordinator")
-            emit(
-                measurement="coordinator_failover_s",
-                members=members,
-                seconds=round(time.monotonic() - started, 3),
-            )
-            cluster.start_brokers(coordinator)
+            await failover(cluster, group, consumers, members)
+            cluster.start_brokers(find_killed(cluster))
             cluster.wait_until(
                 lambda: all(r["State"] == "ONLINE" for r in ctl_json(cluster, "brokers", "list")),
                 60,
@@ -153,87 +173,262 @@ async def rebalances(cluster: Cluster, members: int, kill: bool) -> None:
         await asyncio.gather(*(c.stop() for c in consumers), return_exceptions=True)
 
 
-def commits_per_second(cluster: Cluster, seconds: float, connections: int) -> None:
-    ctl_json(
-        cluster,
-        "topics",
-        "create",
-        "bench-commits",
-        "--partitions",
-        "1",
-        "--replication-factor",
-        "3",
-    )
-    wait_for_topic_everywhere(cluster, "bench-commits")
-    group = "bench-commit-group"
-    coordinator = find_coordinator(cluster, group)
-    counts = [0] * connections
-    errors: list[str] = []
-    stop = time.monotonic() + seconds
+def find_killed(cluster: Cluster) -> int:
+    return next(b for b, p in cluster.brokers.items() if not p.alive())
 
-    def run(i: int) -> None:
-        with KafkaSocket("127.0.0.1", cluster.brokers[coordinator].port, timeout_s=30) as s:
-            offset = 0
-            while time.monotonic() < stop:
-                offset += 1
-                answer = s.request(
-                    ApiKey.OFFSET_COMMIT,
-                    8,
+
+async def failover(cluster: Cluster, group: str, consumers: list[Any], members: int) -> None:
+    """SIGKILL the coordinator's broker; measure, from the kill: when the group's
+    offsets partition has a new leader in a survivor's metadata (the controller
+    fences the silent broker after `broker.session.timeout.ms`, then elects), when
+    each member talks to the new coordinator, and when all do with a whole
+    assignment. The new leader loads the group (Stable, its members and assignments
+    from the log): members that find it through FindCoordinator heartbeat on
+    without a rebalance. The new coordinator's own load time is read from its log."""
+    coordinator = find_coordinator(cluster, group)
+    proc = cluster.brokers[coordinator]
+    assert proc.popen is not None
+    partition = partition_for(group, OFFSETS_PARTITIONS)
+    started = time.monotonic()
+    proc.popen.send_signal(signal.SIGKILL)
+    proc.popen.wait(10)
+    elected: dict[str, float] = {}
+
+    def watch_leader() -> None:
+        while time.monotonic() - started < 180:
+            try:
+                leader = offsets_leader(cluster, partition)
+            except OSError:
+                leader = -1
+            if leader >= 0 and leader != coordinator:
+                elected["at"], elected["leader"] = time.monotonic(), float(leader)
+                break
+            time.sleep(0.02)
+        # The new coordinator answers FindCoordinator itself once it has loaded.
+        while time.monotonic() - started < 180:
+            with KafkaSocket("127.0.0.1", cluster.brokers[int(elected["leader"])].port) as s:
+                answer = s.request(ApiKey.FIND_COORDINATOR, 1, {"key": group, "key_type": 0})
+            if answer.error_code == ErrorCode.none:
+                elected["ready"] = time.monotonic()
+                return
+            time.sleep(0.01)
+
+    watcher = asyncio.create_task(asyncio.to_thread(watch_leader))
+    moved_at: dict[int, float] = {}
+    deadline = started + 180
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        for i, c in enumerate(consumers):
+            node = c._coordinator.coordinator_id
+            if i not in moved_at and node is not None and node != coordinator:
+                moved_at[i] = now
+        if len(moved_at) == len(consumers) and settled(consumers, members + 1):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise TimeoutError("members never moved to the new coordinator")
+    done = time.monotonic()
+    await watcher
+    new = int(elected["leader"])
+    loads = re.findall(
+        rf"loaded {OFFSETS_TOPIC}-{partition} .* in (\d+) ms", cluster.brokers[new].log_text()
+    )
+    moved = sorted(t - elected["at"] for t in moved_at.values())
+    emit(
+        measurement="coordinator_failover_s",
+        members=members,
+        seconds=round(done - started, 3),
+        leader_elected_s=round(elected["at"] - started, 3),
+        coordinator_ready_after_election_s=round(elected["ready"] - elected["at"], 3),
+        after_election_s=round(done - elected["at"], 3),
+        new_coordinator_load_ms=int(loads[-1]) if loads else None,
+        members_moved_after_election_s={
+            "first": round(moved[0], 3),
+            "median": round(moved[len(moved) // 2], 3),
+            "last": round(moved[-1], 3),
+        },
+        load_average=round(os.getloadavg()[0], 1),
+    )
+
+
+SENTINEL_OFFSET = 0x0123456789ABCDEF
+IDLE_S = 3.0
+
+
+class CommitFrames:
+    """OffsetCommit v8 frames (one partition, generation -1) made from one template
+    encoded by kio: each request only patches its correlation id and offset in, so
+    the load generator spends microseconds per commit, not the coordinator's share."""
+
+    def __init__(self, group: str, topic: str, partition: int) -> None:
+        cls = codec.request_class(ApiKey.OFFSET_COMMIT, 8)
+        body = codec.build(
+            cls,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
                     {
-                        "group_id": group,
-                        "generation_id_or_member_epoch": -1,
-                        "member_id": "",
-                        "group_instance_id": None,
-                        "topics": [
+                        "name": topic,
+                        "partitions": [
                             {
-                                "name": "bench-commits",
-                                "partitions": [
-                                    {
-                                        "partition_index": 0,
-                                        "committed_offset": offset,
-                                        "committed_leader_epoch": -1,
-                                        "committed_metadata": None,
-                                    }
-                                ],
+                                "partition_index": partition,
+                                "committed_offset": SENTINEL_OFFSET,
+                                "committed_leader_epoch": -1,
+                                "committed_metadata": None,
                             }
                         ],
-                    },
-                )
-                code = answer.topics[0].partitions[0].error_code
-                if code != ErrorCode.none:
-                    errors.append(str(code))
-                counts[i] += 1
+                    }
+                ],
+            },
+        )
+        header = RequestHeader(
+            request_api_key=i16(ApiKey.OFFSET_COMMIT),
+            request_api_version=i16(8),
+            correlation_id=i32(0),
+            client_id="bench",
+        )
+        self.template = codec.encode_request(header, body)
+        self.offset_at = self.template.index(struct.pack(">q", SENTINEL_OFFSET))
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(connections)]
-    started = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.monotonic() - started
+    def frame(self, correlation_id: int, offset: int) -> bytes:
+        out = bytearray(self.template)
+        struct.pack_into(">i", out, 8, correlation_id)  # size, api key, version, then it
+        struct.pack_into(">q", out, self.offset_at, offset)
+        return bytes(out)
+
+
+def commit_error(frame: bytes) -> int:
+    _, body = codec.decode_response(frame, ApiKey.OFFSET_COMMIT, 8)
+    return int(body.topics[0].partitions[0].error_code)
+
+
+async def commit_loop(
+    port: int, frames: CommitFrames, stop_at: float, counts: list[int], i: int, errors: list[int]
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    ok_tail: bytes | None = None  # an answer without error, past its correlation id
+    try:
+        correlation = 0
+        while time.monotonic() < stop_at:
+            correlation += 1
+            writer.write(frames.frame(correlation, correlation))
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            answer = await reader.readexactly(size)
+            if struct.unpack_from(">i", answer)[0] != correlation:
+                raise AssertionError("answers out of order")
+            if answer[4:] != ok_tail:
+                code = commit_error(answer)
+                if code != ErrorCode.none:
+                    errors.append(code)
+                    continue
+                ok_tail = answer[4:]
+            counts[i] += 1
+    finally:
+        writer.close()
+
+
+def coordinator_groups(cluster: Cluster, count: int) -> tuple[int, list[str]]:
+    """`count` group ids whose coordinator is one broker (spread over the offsets
+    partitions it leads, as many groups of one coordinator would be)."""
+    coordinator = find_coordinator(cluster, "bench-commit-group-0")
+    groups = []
+    for n in range(10 * count + 100):
+        group = f"bench-commit-group-{n}"
+        if find_coordinator(cluster, group) == coordinator:
+            groups.append(group)
+        if len(groups) == count:
+            return coordinator, groups
+    raise AssertionError(f"fewer than {count} groups on broker {coordinator}")
+
+
+def commits_per_second(cluster: Cluster, seconds: float, connections: int, groups: int) -> None:
+    """OffsetCommit requests of one partition each, `connections` at once (each one
+    request in flight at a time, as a consumer commits), over `groups` groups of one
+    coordinator; with the coordinator's CPU per commit, so a figure from a shared
+    machine can be read as the capacity of one core."""
+    topic = "bench-commits"
+    if not any(t["Topic"] == topic for t in ctl_json(cluster, "topics", "list")):
+        ctl_json(cluster, "topics", "create", topic, "--partitions", "1",
+                 "--replication-factor", "3")  # fmt: skip
+        wait_for_topic_everywhere(cluster, topic)
+    coordinator, names = coordinator_groups(cluster, groups)
+    frames = [CommitFrames(names[i % groups], topic, 0) for i in range(connections)]
+    port = cluster.brokers[coordinator].port
+    counts = [0] * connections
+    errors: list[int] = []
+
+    async def run() -> float:
+        started = time.monotonic()
+        stop_at = started + seconds
+        await asyncio.gather(
+            *(commit_loop(port, frames[i], stop_at, counts, i, errors) for i in range(connections))
+        )
+        return time.monotonic() - started
+
+    pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen is not None}
+    # What the brokers burn with no commits (heartbeats, metadata, replica fetches
+    # of idle partitions), subtracted so the per-commit cost is the commits' own.
+    idle_before = {b: process_cpu_s(pid) for b, pid in pids.items()}
+    time.sleep(IDLE_S)
+    cpu_before = {b: process_cpu_s(pid) for b, pid in pids.items()}
+    idle_rate = {b: (cpu_before[b] - idle_before[b]) / IDLE_S for b in pids}
+    own_before = time.process_time()
+    elapsed = asyncio.run(run())
+    total = max(sum(counts), 1)
+    used = {
+        b: max(process_cpu_s(pid) - cpu_before[b] - idle_rate[b] * elapsed, 0.0)
+        for b, pid in pids.items()
+    }
+    coordinator_cpu = used[coordinator]
+    followers_cpu = sum(cpu for b, cpu in used.items() if b != coordinator)
     emit(
         measurement="offset_commits_per_s",
         connections=connections,
+        groups=groups,
         commits_per_s=round(sum(counts) / elapsed),
         errors=len(errors),
+        coordinator_cpu_us_per_commit=round(coordinator_cpu / total * 1e6),
+        followers_cpu_us_per_commit=round(followers_cpu / total * 1e6),
+        client_cpu_us_per_commit=round((time.process_time() - own_before) / total * 1e6),
+        commits_per_coordinator_cpu_s=round(total / max(coordinator_cpu, 1e-9)),
+        load_average=round(os.getloadavg()[0], 1),
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", default="10,100", help="group sizes, comma-separated")
-    parser.add_argument("--commit-seconds", type=float, default=5.0)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--commit-seconds", type=float, default=5.0, help="0: no commits")
+    parser.add_argument(
+        "--connections", default="16,64", help="commit connections, comma-separated"
+    )
+    parser.add_argument("--commit-groups", default="1,8", help="groups of one coordinator")
     parser.add_argument("--no-failover", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as root:
         say("starting three controllers and three brokers")
         with groups_cluster(Path(root)) as cluster:
             find_coordinator(cluster, "warm-up")  # creates __consumer_offsets
-            commits_per_second(cluster, args.commit_seconds, args.connections)
-            for size in (int(s) for s in args.members.split(",")):
+            for groups in (int(g) for g in args.commit_groups.split(",")):
+                for connections in (int(c) for c in args.connections.split(",")):
+                    if args.commit_seconds > 0:
+                        commits_per_second(cluster, args.commit_seconds, connections, groups)
+            for size in (int(s) for s in args.members.split(",") if s):
                 say(f"{size} members")
+                pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen}
+                before = {b: process_cpu_s(pid) for b, pid in pids.items()}
                 asyncio.run(rebalances(cluster, size, kill=not args.no_failover))
+                if args.no_failover:  # the same processes throughout
+                    emit(
+                        measurement="brokers_cpu_s",
+                        members=size,
+                        seconds={
+                            b: round(process_cpu_s(pid) - before[b], 1) for b, pid in pids.items()
+                        },
+                    )
 
 
 if __name__ == "__main__":

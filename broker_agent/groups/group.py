@@ -62,7 +62,7 @@ class Group:
     protocol_type: str | None = None
     protocol: str | None = None
     leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)  # join order
+    members: dict[str, Member] = field(default_factory=dict)  # join order: use add/remove
     static: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     pending: dict[str, int] = field(default_factory=dict)  # MEMBER_ID_REQUIRED: deadline
     pending_sync: set[str] = field(default_factory=set)
@@ -72,6 +72,32 @@ class Group:
     delay_until: int = 0  # group.initial.rebalance.delay.ms for a group that was empty
     sync_deadline: int = 0
     rebalance_started: int = 0
+    # How many members support each protocol (Kafka's supportedProtocols), kept by
+    # add/remove/set_protocols, so a join checks the group's protocols in O(1), not
+    # by a pass over every member (quadratic in a 500-member rebalance).
+    protocol_support: dict[str, int] = field(default_factory=dict)
+
+    def add(self, member: Member) -> None:
+        self.members[member.member_id] = member
+        self._count(member.protocols, 1)
+
+    def remove(self, member_id: str) -> Member:
+        member = self.members.pop(member_id)
+        self._count(member.protocols, -1)
+        return member
+
+    def set_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+        self._count(member.protocols, -1)
+        member.protocols = protocols
+        self._count(protocols, 1)
+
+    def _count(self, protocols: list[tuple[str, bytes]], step: int) -> None:
+        for name, _ in protocols:
+            left = self.protocol_support.get(name, 0) + step
+            if left:
+                self.protocol_support[name] = left
+            else:
+                del self.protocol_support[name]
 
     def transition(self, target: GroupState, now: int) -> None:
         check_transition(self.state, target)
@@ -80,10 +106,8 @@ class Group:
 
     def candidate_protocols(self) -> set[str]:
         """The protocols every member supports."""
-        names: set[str] | None = None
-        for m in self.members.values():
-            names = set(m.protocol_names()) if names is None else names & set(m.protocol_names())
-        return names or set()
+        everyone = len(self.members)
+        return {name for name, count in self.protocol_support.items() if count == everyone}
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         if not self.members:

@@ -154,7 +154,7 @@ class GroupMachine:
             return Outcome(self._join_answer(group, member))  # a resend: same answer
         if group.state is GroupState.STABLE and same and group.leader != member_id:
             return Outcome(self._join_answer(group, member))
-        member.protocols = list(protocols)
+        group.set_protocols(member, list(protocols))
         return self._update_and_rebalance(group, member, now)
 
     def _static_join(self, group: Group, member: Member, now: int) -> Outcome:
@@ -167,7 +167,7 @@ class GroupMachine:
         if old_id is None or old_id not in group.members:
             group.static[instance] = member.member_id
             return self._add_and_rebalance(group, member, now)
-        old = group.members.pop(old_id)
+        old = group.remove(old_id)
         effects: list[Effect] = []
         if old.awaiting_join:
             effects.append(
@@ -180,7 +180,7 @@ class GroupMachine:
                 Completed(group.group_id, old_id, "sync", SyncAnswer(ErrorCode.fenced_instance_id))
             )
         member.assignment = old.assignment
-        group.members[member.member_id] = member
+        group.add(member)
         group.static[instance] = member.member_id
         if group.leader == old_id:
             group.leader = member.member_id
@@ -200,30 +200,36 @@ class GroupMachine:
             group.protocol_type = member.protocol_type
         member.awaiting_join = True
         member.heartbeat_deadline = now + member.session_timeout_ms
-        group.members[member.member_id] = member
+        group.add(member)
         if member.group_instance_id is not None:
             group.static[member.group_instance_id] = member.member_id
         group.choose_leader()
-        effects = self._prepare_rebalance(group, now, extend_delay=True)
+        effects = self._prepare_rebalance(group, now, extend_delay=True, joiner=member)
         effects += self._try_complete_join(group, now)
         return Outcome(PARKED, tuple(effects), member.member_id)
 
     def _update_and_rebalance(self, group: Group, member: Member, now: int) -> Outcome:
         member.awaiting_join = True
         member.awaiting_sync = False
-        effects = self._prepare_rebalance(group, now, extend_delay=False)
+        effects = self._prepare_rebalance(group, now, extend_delay=False, joiner=member)
         effects += self._try_complete_join(group, now)
         return Outcome(PARKED, tuple(effects), member.member_id)
 
-    def _prepare_rebalance(self, group: Group, now: int, extend_delay: bool) -> list[Effect]:
+    def _prepare_rebalance(
+        self, group: Group, now: int, extend_delay: bool, joiner: Member | None = None
+    ) -> list[Effect]:
         effects: list[Effect] = []
-        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         if group.state is GroupState.PREPARING_REBALANCE:
+            # The members there when the phase began, and each joiner since, are in
+            # the deadline already: only this joiner can raise it (no pass over all).
+            if joiner is not None:
+                end = group.rebalance_started + joiner.rebalance_timeout_ms
+                group.join_deadline = max(group.join_deadline, end)
             if extend_delay and group.delay_until > now:
                 delay = self.config.initial_rebalance_delay_ms
-                group.delay_until = min(now + delay, group.rebalance_started + timeout)
-            group.join_deadline = max(group.join_deadline, group.rebalance_started + timeout)
+                group.delay_until = min(now + delay, group.join_deadline)
             return effects
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         if group.state is GroupState.COMPLETING_REBALANCE:
             # Members waiting for an assignment that will not come: rejoin.
             for m in group.members.values():
@@ -451,7 +457,7 @@ class GroupMachine:
         return top, errors, effects
 
     def _drop(self, group: Group, member_id: str) -> list[Effect]:
-        member = group.members.pop(member_id)
+        member = group.remove(member_id)
         if member.group_instance_id is not None:
             group.static.pop(member.group_instance_id, None)
         group.pending_sync.discard(member_id)

@@ -88,7 +88,7 @@ def load_groups(
                     mv.assignment,
                     heartbeat_deadline=now + mv.session_timeout_ms,
                 )
-                group.members[mv.member_id] = member
+                group.add(member)
                 if mv.group_instance_id is not None:
                     group.static[mv.group_instance_id] = mv.member_id
             if group.members:

@@ -3,6 +3,8 @@ land where a Kafka cluster with the same partition count would put them."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 OFFSETS_TOPIC = "__consumer_offsets"
 INT_MIN = -(2**31)
 
@@ -23,5 +25,6 @@ def kafka_abs(n: int) -> int:
     return 0 if n == INT_MIN else abs(n)
 
 
+@lru_cache(maxsize=1 << 16)  # every group request asks; the hash is a Python loop
 def partition_for(group_id: str, num_partitions: int) -> int:
     return kafka_abs(java_string_hash(group_id)) % num_partitions

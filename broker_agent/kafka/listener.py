@@ -148,20 +148,23 @@ class KafkaListener:
         try:
             while True:
                 # Kafka's connections.max.idle.ms: a connection that sends nothing (or
-                # never finishes a frame) for that long is closed.
-                size_bytes = await asyncio.wait_for(reader.readexactly(4), self.max_idle_s)
-                size = codec.SIZE.unpack(size_bytes)[0]
-                if size < MIN_FRAME or size > self.max_request_bytes:
-                    self.closed_connections += 1
-                    log.info(
-                        "closing Kafka connection from %s: a request of %d bytes "
-                        "(socket.request.max.bytes=%d)",
-                        conn.peer_host,
-                        size,
-                        self.max_request_bytes,
-                    )
-                    break
-                await frames.put(await asyncio.wait_for(reader.readexactly(size), self.max_idle_s))
+                # never finishes a frame) for that long is closed. One timeout per
+                # frame, not asyncio.wait_for per read (a task each, on every request).
+                async with asyncio.timeout(self.max_idle_s):
+                    size_bytes = await reader.readexactly(4)
+                    size = codec.SIZE.unpack(size_bytes)[0]
+                    if size < MIN_FRAME or size > self.max_request_bytes:
+                        self.closed_connections += 1
+                        log.info(
+                            "closing Kafka connection from %s: a request of %d bytes "
+                            "(socket.request.max.bytes=%d)",
+                            conn.peer_host,
+                            size,
+                            self.max_request_bytes,
+                        )
+                        break
+                    frame = await reader.readexactly(size)
+                await frames.put(frame)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except TimeoutError:

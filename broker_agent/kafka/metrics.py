@@ -44,10 +44,20 @@ class KafkaRequestMetrics:
             ["api", "error"], registry=registry,
         )  # fmt: skip
         registry.register(_ClosedConnections(listeners))
+        # The labelled children, looked up once (labels() takes a lock and builds a
+        # key on every call, and this runs on every request).
+        self._counted: dict[tuple[str, int], Any] = {}
+        self._timed: dict[str, Any] = {}
 
     def observe(self, api: str, version: int, seconds: float, response: Any) -> None:
-        self.requests.labels(api, str(version)).inc()
-        self.seconds.labels(api).observe(seconds)
+        counted = self._counted.get((api, version))
+        if counted is None:
+            counted = self._counted[(api, version)] = self.requests.labels(api, str(version))
+        timed = self._timed.get(api)
+        if timed is None:
+            timed = self._timed[api] = self.seconds.labels(api)
+        counted.inc()
+        timed.observe(seconds)
         for code in _error_codes(response):
             if code != ErrorCode.none:
                 self.errors.labels(api, ErrorCode(code).name.upper()).inc()

@@ -13,6 +13,7 @@ import click
 
 from quorum.cli.bootstrap import render_json
 from quorum.cli.data_dir import partition_dir, segments
+from quorum.cli.lazy_group import LazyGroup
 from quorum.cli.proto_json import proto_to_dict
 from quorum.controller.codec import MetadataRecordError, decode, record_type
 from quorum.raft.records import Batch, decode_leader_change
@@ -35,7 +36,7 @@ def output_option(command: Any) -> Any:
     )(command)  # fmt: skip
 
 
-@click.group("log")
+@click.group("log", cls=LazyGroup, lazy_commands={"export": "quorum.cli.log_export:export_command"})
 def log_group() -> None:
     """Read the metadata log offline.
 

@@ -21,8 +21,7 @@ from quorum.cli.configs import configs_group
 from quorum.cli.elect_leaders import elect_leaders
 from quorum.cli.endpoints import endpoint_group, rpc_failure
 from quorum.cli.features import features_group
-from quorum.cli.groups import groups_group
-from quorum.cli.log_export import export_command
+from quorum.cli.lazy_group import LazyGroup
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
 from quorum.cli.shell import metadata_group
@@ -36,7 +35,11 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_commands={"groups": "quorum.cli.groups:groups_group"},
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(
     product_version(), "--version", "-V", message=f"%(prog)s %(version)s ({DISTRIBUTION})"
 )
@@ -62,11 +65,9 @@ topics_group.add_command(cleaner_command)
 cli.add_command(configs_group)
 cli.add_command(acls_group)
 cli.add_command(brokers_group)
-cli.add_command(groups_group)
 cli.add_command(elect_leaders)
 cli.add_command(features_group)
 cli.add_command(log_group)
-log_group.add_command(export_command)
 cli.add_command(snapshot_group)
 cli.add_command(metadata_group)
 

@@ -27,18 +27,12 @@ import ssl
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kio.schema.errors import ErrorCode
-from kio.schema.list_offsets.v7.request import (
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from kio.static.primitive import i8, i32, i64
-
-from quorum.cli.kafka_client import KafkaClientError, KafkaConnection
 from quorum.common.tls import TlsSettings
+
+if TYPE_CHECKING:
+    from quorum.cli.kafka_client import KafkaConnection
 
 CONSUMER, DEBUGGING = -1, -2
 EARLIEST, LATEST = -2, -1
@@ -93,7 +87,16 @@ class PartitionOffsets:
 def list_offsets_request(
     replica_id: int, timestamp: int, partitions: Iterable[TopicPartition]
 ) -> Any:
-    """One ListOffsets (v7) for `partitions`, grouped by topic as the schema wants."""
+    """One ListOffsets (v7) for `partitions`, grouped by topic as the schema wants.
+    (The Kafka structs are imported here, not at the top: `topics describe` runs
+    without them when no broker is asked.)"""
+    from kio.schema.list_offsets.v7.request import (
+        ListOffsetsPartition,
+        ListOffsetsRequest,
+        ListOffsetsTopic,
+    )
+    from kio.static.primitive import i8, i32, i64
+
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions:
         topics.setdefault(topic, []).append(partition)
@@ -118,6 +121,8 @@ def list_offsets_request(
 
 
 def _answers(conn: KafkaConnection, request: Any) -> dict[TopicPartition, int]:
+    from kio.schema.errors import ErrorCode
+
     answer = conn.request(request)
     return {
         (str(t.name), int(p.partition_index)): int(p.offset)
@@ -141,6 +146,8 @@ def _ask(
     timeout_s: float,
     tls: TlsSettings | None,
 ) -> _BrokerAnswers:
+    from quorum.cli.kafka_client import KafkaClientError, KafkaConnection
+
     out = _BrokerAnswers()
     try:
         context = ssl_context(tls) if address.security_protocol == "SSL" else None

@@ -107,11 +107,11 @@ class RecordingReplicaManager(ReplicaManager):
 
     seen: list[tuple[int, int]]
 
-    def on_metadata(self, image: MetadataImage) -> None:
+    def on_metadata(self, image: MetadataImage, *, open_in_background: bool = False) -> None:
         part = image.partition(TOPIC_ID, 0)
         assert part is not None
         self.seen.append((part.leader, part.leader_epoch))
-        super().on_metadata(image)
+        super().on_metadata(image, open_in_background=open_in_background)
 
 
 def test_a_restarted_broker_applies_no_leadership_before_it_caught_up(tmp_path: Path) -> None:

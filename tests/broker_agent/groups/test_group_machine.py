@@ -172,6 +172,24 @@ def test_a_member_supporting_none_of_the_groups_protocols_is_refused() -> None:
     assert len(m.groups[G].members) == 1 and not m.groups[G].pending
 
 
+def test_group_protocols_follow_members_that_leave_or_change_theirs() -> None:
+    """The protocols every member supports are counted as members come, go and
+    rejoin with other protocols (not recomputed from every member on each join)."""
+    m = machine()
+    a, b = stable_group(m, ["a", "b"])  # both support only range
+    refused = join(m, client="c", protocols=[("roundrobin", b"")], now=DELAY)
+    assert refused.answer.error is ErrorCode.inconsistent_group_protocol  # type: ignore[attr-defined]
+    join(m, b, client="b", protocols=[("range", b""), ("roundrobin", b"")], now=DELAY)
+    assert m.groups[G].candidate_protocols() == {"range"}
+    m.leave(G, [(a, None)], DELAY)
+    assert m.groups[G].candidate_protocols() == {"range", "roundrobin"}
+    c, _ = first_join(m, "c", now=DELAY, protocols=[("roundrobin", b"")])
+    assert set(m.groups[G].members) == {b, c}
+    assert m.groups[G].candidate_protocols() == {"roundrobin"}
+    m.leave(G, [(b, None), (c, None)], DELAY)
+    assert m.groups[G].candidate_protocols() == set() and not m.groups[G].protocol_support
+
+
 def test_session_timeout_outside_the_bounds_is_refused() -> None:
     m = machine()
     for session in (5_999, 1_800_001):

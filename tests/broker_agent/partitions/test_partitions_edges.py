@@ -78,6 +78,29 @@ def test_a_long_polled_consumer_fetch_is_woken_by_the_hw(tmp_path: Path) -> None
     run(scenario, tmp_path, broker_ids=(0,))
 
 
+def test_a_long_polled_fetch_waits_on_the_partitions_it_asked_for(tmp_path: Path) -> None:
+    """A parked fetch is woken by an append to any partition it asked for (it waits
+    on those only, not on every partition the broker hosts), and one that asks for
+    nothing hosted here waits out its max wait instead of failing."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0,))
+        cluster.create_topic("other", replicas=(0,))
+        leader = cluster.brokers[0]
+        wanted = [FetchPartition(T, 0, 0), FetchPartition("other", 0, 0)]
+        waiting = asyncio.ensure_future(leader.fetch(-1, 30_000, 1, 1 << 20, wanted))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await leader.append("other", 0, make_batch(b"second"), 1, 1_000)
+        results = await asyncio.wait_for(waiting, 5)
+        assert [bool(r.records) for r in results] == [False, True]
+        started = asyncio.get_running_loop().time()
+        assert await leader.fetch(-1, 100, 1, 1 << 20, []) == []
+        assert asyncio.get_running_loop().time() - started >= 0.09
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+
 def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
     async def scenario(cluster: Cluster) -> None:
         cluster.create_topic(T, replicas=(0,))
