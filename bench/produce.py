@@ -41,7 +41,8 @@ In one run:
 
 One JSON object per measurement on stdout (`metric`, `value`, its
 parameters); progress on stderr. `--replica-partitions 0` skips the memory and
-restart part, `--systems kafka` the peer.
+restart part, `--systems kafka` the peer; `--replicas-only` runs only the memory
+and restart part (`--replica-partitions` replicas per broker).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -268,11 +270,27 @@ def main() -> None:
     parser.add_argument("--replica-partitions", type=int, default=1000)
     parser.add_argument("--disk-seconds", type=float, default=4.0)
     parser.add_argument("--dir", type=Path, default=REPO / "data" / "bench-tmp")
+    parser.add_argument(
+        "--replicas-only",
+        action="store_true",
+        help="only the memory and restart part (no disk, throughput or peer)",
+    )
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     emit("load_average_1m", os.getloadavg()[0], when="start")
     with tempfile.TemporaryDirectory(prefix="bench-produce-", dir=args.dir) as tmp:
         root = Path(tmp)
+        if args.replicas_only:
+            with cluster_with_online_brokers(root / "kafka", *BROKERS) as cluster:
+                try:
+                    replica_memory_and_restart(cluster, args.replica_partitions or 1000, emit)
+                finally:  # the processes' logs, for the timeline of the restart
+                    kept = args.dir / "replicas-only-logs"
+                    shutil.rmtree(kept, ignore_errors=True)
+                    shutil.copytree(cluster.root / "logs", kept)
+                    say(f"process logs kept in {kept}")
+            emit("load_average_1m", os.getloadavg()[0], when="end")
+            return
         disk = disk_bandwidth(root, args.disk_seconds)
         kafka: dict[tuple[str, int, int], float] = {}
         if "kafka" in args.systems:

@@ -116,8 +116,12 @@ class LeaderFetchClient(Protocol):
 
 
 class IsrChanger(Protocol):
-    """AlterPartition to the active controller: True when it was accepted (the
-    change then arrives in committed metadata), False when refused (a stale
-    partition epoch: the leader asks again on fresh metadata) or unreachable."""
+    """AlterPartition to the active controller, for many partitions in one
+    request (as Kafka's carries topics x partitions): one answer per request,
+    in order, True when it was accepted (the change then arrives in committed
+    metadata), False when refused (a stale partition epoch: the leader asks
+    again on fresh metadata) or unreachable (all False)."""
 
-    async def alter_partition(self, broker_id: int, request: IsrChangeRequest) -> bool: ...
+    async def alter_partitions(
+        self, broker_id: int, requests: Sequence[IsrChangeRequest]
+    ) -> list[bool]: ...

@@ -76,8 +76,12 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         # Offset gaps: compaction removes records, and followers copy the gaps.
+        # No syncs on open: durability comes from replication (see FileLogStore).
         self.store = FileLogStore(
-            directory, segment_bytes=min(config.segment_bytes, 2**31 - 1), offset_gaps=True
+            directory,
+            segment_bytes=min(config.segment_bytes, 2**31 - 1),
+            offset_gaps=True,
+            sync_on_open=False,
         )
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
@@ -292,8 +296,13 @@ class PartitionLog:
         try:
             stored = int((self.directory / HW_CHECKPOINT).read_text().strip())
         except (OSError, ValueError):
-            stored = 0
-        return max(self.log_start_offset, min(stored, self.log_end_offset))
+            stored = -1
+        loaded = max(self.log_start_offset, min(stored, self.log_end_offset))
+        if loaded == stored:
+            # Already on disk: the first tick after a restart need not write the
+            # checkpoints of every replica again (1,000 files on the event loop).
+            self._checkpointed_hw = stored
+        return loaded
 
     def checkpoint_high_watermark(self, high_watermark: int, *, sync: bool = False) -> None:
         """Replaced whole (temp file and rename), synced only when `sync` (on close).

@@ -33,11 +33,14 @@ that does not lead answers NOT_LEADER_OR_FOLLOWER. HW, ISR and truncation
 decisions are `broker_agent.replication`'s; this class does the I/O and waits.
 Followers fetch through the `LeaderFetchClient` seam (none: they do not fetch).
 
-New replicas' logs: opening one costs a few fsyncs (its first segment, its
-epoch cache), ~10 ms each, so the agent asks for them to be opened in a worker
-thread (`open_in_background`): the event loop keeps answering (a forwarded
-CreateTopics of 100 topics waited for ~33 opens before), and the replicas join
-at the latest metadata once open. Meanwhile, as in Kafka for a partition its
+New replicas' logs: creating one costs fsyncs (its first segment, its
+directory), ~10 ms each under load, and opening an existing one a scan of its
+tail (no syncs: see `FileLogStore`'s `sync_on_open`), so the agent asks for
+them to be opened in worker threads (`open_in_background`, in chunks of
+`OPEN_CHUNK` on `OPEN_THREADS` threads): the event loop keeps answering (a
+forwarded CreateTopics of 100 topics waited for ~33 opens before), and each
+chunk's replicas join at the latest metadata once open, so a restarted broker's
+first followers fetch while the rest still open. Meanwhile, as in Kafka for a partition its
 metadata has but its replica manager does not yet host, a Produce or Fetch for
 one waits for the open (within its own timeout) and the other requests get
 NOT_LEADER_OR_FOLLOWER (retriable).
@@ -50,6 +53,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -90,6 +94,12 @@ SEQUENCE_ERRORS = {
     SequenceCheck.OUT_OF_ORDER: ErrorCode.out_of_order_sequence_number,
     SequenceCheck.INVALID_EPOCH: ErrorCode.invalid_producer_epoch,
 }
+# Partitions per AlterPartition: well below the controllers' default
+# `controller.max.partitions.per.request` (10,000); more wait for the next one.
+ISR_CHANGES_PER_REQUEST = 1_000
+# Replicas' logs opened per worker-thread job, and the threads opening them.
+OPEN_CHUNK = 50
+OPEN_THREADS = 4
 
 
 def wall_clock_ms() -> int:
@@ -184,7 +194,11 @@ class ReplicaManager:
         # Replicas whose logs a worker thread is opening; done once they joined.
         self._opening: dict[tuple[str, int], asyncio.Future[None]] = {}
         self._open_jobs: set[asyncio.Future[list[OpenedLog]]] = set()
+        self._open_pool: ThreadPoolExecutor | None = None
         self._view: MetadataView | None = None
+        # ISR changes waiting for the AlterPartition in flight (one at a time).
+        self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
+        self._isr_sender: asyncio.Task[None] | None = None
         self.cleaner = CleanerTask(self, self.config.cleaner)
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -215,6 +229,8 @@ class ReplicaManager:
             if not waiter.done():
                 waiter.set_result(None)
         self._opening.clear()
+        if self._open_pool is not None:
+            self._open_pool.shutdown(wait=False)
         for p in self.partitions.values():
             p.notify()
             p.log.checkpoint_high_watermark(p.high_watermark, sync=True)
@@ -266,6 +282,11 @@ class ReplicaManager:
             ):
                 continue  # older than what this replica already follows
             part.log.config = config
+            if assignment == part.assignment and part.role is self._role_for(assignment):
+                # Nothing committed about it (another partition's record): an ISR
+                # change it asked for stays pending, rather than being asked again
+                # (and refused as stale) at its next follower fetch.
+                continue
             self._apply_assignment(part, assignment, now)
         if to_open:
             self._open_in_background(to_open, now)
@@ -295,6 +316,13 @@ class ReplicaManager:
     def _open_in_background(
         self, items: list[tuple[PartitionAssignment, LogConfig]], now: int
     ) -> None:
+        """In chunks on a few threads: the first replicas join (and their
+        followers fetch) while the rest still open, and the opens' system calls
+        overlap (a restarted broker opens all its replicas at once)."""
+        for start in range(0, len(items), OPEN_CHUNK):
+            self._open_chunk(items[start : start + OPEN_CHUNK], now)
+
+    def _open_chunk(self, items: list[tuple[PartitionAssignment, LogConfig]], now: int) -> None:
         loop = asyncio.get_running_loop()
 
         def open_all() -> list[OpenedLog | BaseException]:
@@ -309,7 +337,9 @@ class ReplicaManager:
         keys = [(a.topic, a.partition) for a, _ in items]
         for key in keys:
             self._opening[key] = loop.create_future()
-        job = loop.run_in_executor(None, open_all)
+        if self._open_pool is None:
+            self._open_pool = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="log-open")
+        job = loop.run_in_executor(self._open_pool, open_all)
         self._open_jobs.add(job)
         job.add_done_callback(lambda done: self._opened(keys, done))
 
@@ -331,6 +361,10 @@ class ReplicaManager:
                     )  # fmt: skip
                     continue
                 self._join(opened.assignment, opened)
+            log.info(
+                "broker %d: opened %d replicas' logs; %d still opening",
+                self.broker_id, len(keys), len(self._opening),
+            )  # fmt: skip
             if self._view is not None:
                 # Roles at the newest metadata; deletes a replica that left meanwhile.
                 # A log that failed to open is tried again at the next metadata.
@@ -354,6 +388,11 @@ class ReplicaManager:
         part.notify()
         part.log.delete()
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
+
+    def _role_for(self, assignment: PartitionAssignment) -> Role:
+        if assignment.leader == self.broker_id:
+            return Role.LEADER
+        return Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
 
     def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
         previous = part.assignment
@@ -671,24 +710,42 @@ class ReplicaManager:
             change.leader_epoch, change.partition_epoch, change.new_isr,
         )  # fmt: skip
         part.isr_change_in_flight = True
-        task = asyncio.get_running_loop().create_task(self._send_isr_change(part, request))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._isr_queue.append((part, request))
+        if self._isr_sender is None or self._isr_sender.done():
+            task = asyncio.get_running_loop().create_task(self._send_isr_changes())
+            self._isr_sender = task
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
-    async def _send_isr_change(self, part: Partition, request: IsrChangeRequest) -> None:
+    async def _send_isr_changes(self) -> None:
+        """One AlterPartition at a time, carrying every change queued meanwhile
+        (Kafka's AlterPartitionManager does the same): a follower that restarts
+        with 1,000 replicas catches up on all of them within a few fetches, and
+        one request per partition cost the controller one commit each."""
         assert self.isr_changer is not None
-        try:
-            accepted = await self.isr_changer.alter_partition(self.broker_id, request)
-        except Exception as exc:
-            log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
-            accepted = False
-        if not part.isr_change_in_flight:
-            return  # metadata already settled it
-        part.isr_change_in_flight = False
-        if not accepted and part.leader_state is not None:
-            # Refused (stale partition epoch) or unreachable: forget it; the next
-            # tick or fetch asks again with the partition epoch then current.
-            part.leader_state = rules.isr_change_failed(part.leader_state)
+        while self._isr_queue and not self._closed:
+            await asyncio.sleep(0)  # the rest of this fetch answer's / tick's changes
+            batch = self._isr_queue[:ISR_CHANGES_PER_REQUEST]
+            del self._isr_queue[: len(batch)]
+            try:
+                accepted = await self.isr_changer.alter_partitions(
+                    self.broker_id, [request for _, request in batch]
+                )
+            except Exception as exc:
+                log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
+                accepted = [False] * len(batch)
+            log.info(
+                "broker %d: AlterPartition of %d partitions: %d accepted",
+                self.broker_id, len(batch), sum(accepted),
+            )  # fmt: skip
+            for (part, _), ok in zip(batch, accepted, strict=True):
+                if not part.isr_change_in_flight:
+                    continue  # metadata already settled it
+                part.isr_change_in_flight = False
+                if not ok and part.leader_state is not None:
+                    # Refused (stale partition epoch) or unreachable: forget it; the
+                    # next tick or fetch asks again with the partition epoch then current.
+                    part.leader_state = rules.isr_change_failed(part.leader_state)
 
     def tick(self) -> None:
         """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""

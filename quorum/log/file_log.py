@@ -80,9 +80,25 @@ class FileLogStore:
         retention: LogRetention | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         offset_gaps: bool = False,
+        sync_on_open: bool = True,
     ) -> None:
         """`offset_gaps`: a compacted data-plane log, whose batches may skip offsets
-        (never go back) and whose segments may be replaced by rewritten ones."""
+        (never go back) and whose segments may be replaced by rewritten ones.
+
+        `sync_on_open`: make what the log holds durable before it is used (the
+        Raft log: a node votes and acknowledges on what it finds, so its tail
+        and epoch cache are synced once at open). False for the data plane,
+        whose durability comes from replication, not from local syncs: a killed
+        process's writes are in the page cache and reach the disk anyway, a
+        machine crash loses an unflushed tail either way, and a replica that
+        lost one truncates by leader epoch and fetches it again from the leader.
+        The epoch cache is rebuilt from the batches at every open, so a missing
+        or stale file costs nothing then; it stays dirty in memory and is written
+        (synced) before anything that could make the batches disagree with it:
+        a truncation, a compacted segment swap, or a flush. Only a torn tail's
+        cut, deleted leftovers and a new first segment are still made durable:
+        rare, and cheap next to the ~3 syncs per log the rest cost (1,000
+        replicas of a restarted broker: seconds)."""
         if not 0 < segment_bytes <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes must be in (0, {MAX_SEGMENT_BYTES}]")
         if index_interval_bytes <= 0:
@@ -93,6 +109,7 @@ class FileLogStore:
         self.retention = retention if retention is not None else LogRetention()
         self._clock = clock
         self.offset_gaps = offset_gaps
+        self.sync_on_open = sync_on_open
         self._segments: list[Segment] = []
         self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
         self._unsynced_bytes = 0  # appended since the last flush began
@@ -451,9 +468,10 @@ class FileLogStore:
             if segment.base_offset in plan.stale_indexes:
                 segment.rewrite_index()
         if self._segments:
-            # What a crashed process left in the page cache is on disk only
-            # once synced; the tail is the only segment that can hold any.
-            self._segments[-1].sync()
+            if self.sync_on_open:
+                # What a crashed process left in the page cache is on disk only
+                # once synced; the tail is the only segment that can hold any.
+                self._segments[-1].sync()
         else:
             start = snapshot.end_offset if snapshot else 0
             self._segments.append(self._new_segment(start))
@@ -483,10 +501,12 @@ class FileLogStore:
             # them): the stored cache still knows where each epoch began.
             stored.truncate_from_end(self.end_offset)
             stored.truncate_from_start(self._start_offset, self.end_offset)
-            stored.persist_if_dirty()
+            if self.sync_on_open:
+                stored.persist_if_dirty()
             return stored
-        derived.persist()
-        return derived
+        if self.sync_on_open:
+            derived.persist()
+        return derived  # dirty: written at the next truncation, swap or flush
 
     def _finish_reset(self, snapshot_id: SnapshotId) -> None:
         self._segments = [self._new_segment(snapshot_id.end_offset)]

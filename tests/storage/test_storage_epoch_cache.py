@@ -82,3 +82,25 @@ def test_log_truncation_and_start_moves_are_persisted(tmp_path: Path) -> None:
         assert [[e.epoch, e.start_offset] for e in log.epoch_entries] == expected
     on_disk = json.loads((tmp_path / EPOCH_CACHE_FILE).read_text())
     assert on_disk["entries"] == expected
+
+
+def test_a_data_plane_log_opens_without_writing_its_cache(tmp_path: Path) -> None:
+    """`sync_on_open=False` (partition replicas): the cache is rebuilt from the
+    batches at open and kept in memory; the file is written, synced, before a
+    truncation changes the batches. The Raft log writes it at open."""
+    batches = make_batches(0, 1, 3) + make_batches(9, 2, 3)
+    expected = [[1, 0], [2, 9]]
+    for raft_log in (False, True):
+        directory = tmp_path / ("raft" if raft_log else "replica")
+        with FileLogStore(directory, offset_gaps=not raft_log) as log:
+            log.append(batches)  # never flushed: the cache was never written
+        assert not (directory / EPOCH_CACHE_FILE).exists()
+        with FileLogStore(directory, offset_gaps=not raft_log, sync_on_open=raft_log) as log:
+            assert [[e.epoch, e.start_offset] for e in log.epoch_entries] == expected
+            assert (directory / EPOCH_CACHE_FILE).exists() is raft_log
+            log.truncate(12)
+            on_disk = json.loads((directory / EPOCH_CACHE_FILE).read_text())
+            assert on_disk["entries"] == expected
+            log.truncate(9)
+            on_disk = json.loads((directory / EPOCH_CACHE_FILE).read_text())
+            assert on_disk["entries"] == expected[:1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import io
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -74,6 +74,7 @@ class FakeController:
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     cluster: Cluster | None = None
     refused: int = 0
+    requests: list[int] = field(default_factory=list)  # partitions per AlterPartition
 
     def view(self) -> MetadataView:
         return MetadataView(tuple(self.partitions.values()), self.configs)
@@ -90,6 +91,13 @@ class FakeController:
             return False
         self.change(request.topic, request.partition, isr=request.new_isr)
         return True
+
+    async def alter_partitions(
+        self, broker_id: int, requests: Sequence[IsrChangeRequest]
+    ) -> list[bool]:
+        """Many in one request, each accepted or refused on its own."""
+        self.requests.append(len(requests))
+        return [await self.alter_partition(broker_id, r) for r in requests]
 
     def change(self, topic: str, partition: int, **changes: object) -> None:
         current = self.partitions[(topic, partition)]

@@ -3,11 +3,13 @@ acks=all and the HW, ISR by lag, leader change with divergence, restart."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, make_batch, run
 
+from broker_agent.partitions.assignments import PartitionAssignment
 from broker_agent.partitions.compare import compare_replicas
 from broker_agent.replication.follower import TruncationMode
 
@@ -285,3 +287,62 @@ def test_the_compare_tool_reports_identical_and_diverged_replicas(tmp_path: Path
 
 def replica_dirs_at(root: Path, broker_ids: tuple[int, ...]) -> list[Path]:
     return [root / f"broker-{b}" / f"{T}-0" for b in broker_ids]
+
+
+def test_one_alter_partition_carries_many_partitions_each_answered_alone(
+    tmp_path: Path,
+) -> None:
+    """A tick's ISR shrinks go in one request; a stale item in it is refused on
+    its own (the rest applied) and asked again once fresh metadata arrived."""
+    count = 20
+
+    async def scenario(cluster: Cluster) -> None:
+        for p in range(count):
+            cluster.controller.partitions[(T, p)] = PartitionAssignment(
+                T, f"id-{T}", p, (0, 1, 2), (0, 1, 2), 0, 0, 0
+            )
+        cluster.controller.configs[T] = {}
+        cluster.publish()
+        leader = cluster.brokers[0]
+        follower = cluster.brokers[1]
+        await eventually(
+            lambda: all(follower.partition_state(T, p).fetch_answers > 0 for p in range(count)),
+            "followers fetching",
+        )
+        cluster.client.down.add(2)
+        stale = cluster.controller.partitions[(T, 7)]
+        cluster.controller.partitions[(T, 7)] = replace(
+            stale, partition_epoch=stale.partition_epoch + 5
+        )
+        cluster.clock.now_ms += 30_001  # broker 2 lags past replica.lag.time.max.ms
+        for p in range(count):
+            assert (await leader.append(T, p, make_batch(b"1"), 1, 1_000)).error is ErrorCode.none
+        await eventually(
+            lambda: all(follower.log_end_offset(T, p) == 1 for p in range(count)), "1 fetched"
+        )
+        leader.tick()
+        others = [p for p in range(count) if p != 7]
+
+        def shrunk() -> list[int]:
+            parts = cluster.controller.partitions
+            return [p for p in range(count) if parts[(T, p)].isr == (0, 1)]
+
+        await eventually(lambda: shrunk() == others, "the request answered")
+        assert cluster.controller.refused == 1  # the stale item alone
+        assert cluster.controller.requests == [count]
+        cluster.publish()  # fresh metadata reaches the leader
+        leader.tick()
+        await eventually(lambda: cluster.controller.partitions[(T, 7)].isr == (0, 1), "retried")
+        assert cluster.controller.requests == [count, 1]
+        # Broker 2 comes back: its partitions rejoin in a few batched requests.
+        cluster.client.down.discard(2)
+        await eventually(
+            lambda: all(
+                cluster.controller.partitions[(T, p)].isr == (0, 1, 2) for p in range(count)
+            ),
+            "expand",
+        )
+        assert sum(cluster.controller.requests[2:]) == count
+        assert len(cluster.controller.requests) - 2 < count
+
+    run(scenario, tmp_path)
