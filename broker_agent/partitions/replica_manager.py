@@ -282,11 +282,6 @@ class ReplicaManager:
             ):
                 continue  # older than what this replica already follows
             part.log.config = config
-            if assignment == part.assignment and part.role is self._role_for(assignment):
-                # Nothing committed about it (another partition's record): an ISR
-                # change it asked for stays pending, rather than being asked again
-                # (and refused as stale) at its next follower fetch.
-                continue
             self._apply_assignment(part, assignment, now)
         if to_open:
             self._open_in_background(to_open, now)
@@ -388,11 +383,6 @@ class ReplicaManager:
         part.notify()
         part.log.delete()
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
-
-    def _role_for(self, assignment: PartitionAssignment) -> Role:
-        if assignment.leader == self.broker_id:
-            return Role.LEADER
-        return Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
 
     def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
         previous = part.assignment

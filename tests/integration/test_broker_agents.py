@@ -141,6 +141,9 @@ def settled(cluster: Cluster, topics: None) -> None:
     for node_id, proc in cluster.procs.items():
         if not proc.alive():
             cluster.start(node_id)
+    for node_id in cluster.procs:  # a restarted controller answers before tests dial it
+        serving = f"controller {node_id} serving"
+        cluster.wait_until(lambda n=node_id: answers(cluster, n), 30, serving)
     dead = [b for b in BROKERS if not cluster.brokers[b].alive()]
     if dead:
         cluster.start_brokers(*dead)
@@ -154,6 +157,14 @@ def settled(cluster: Cluster, topics: None) -> None:
         election_type=api.PREFERRED))  # fmt: skip
     for b in BROKERS:
         cluster.wait_until(lambda b=b: caught_up(cluster, b), 15, f"broker {b} caught up")
+
+
+def answers(cluster: Cluster, node_id: int) -> bool:
+    try:
+        cluster.describe(node_id)
+    except Exception:  # refused while it starts, whatever the client wraps it in
+        return False
+    return True
 
 
 def kill_until_fenced(cluster: Cluster, broker_id: int) -> float:

@@ -342,7 +342,10 @@ def test_one_alter_partition_carries_many_partitions_each_answered_alone(
             ),
             "expand",
         )
-        assert sum(cluster.controller.requests[2:]) == count
+        # Batched: fewer requests than partitions. (A change still pending is asked
+        # again when other metadata is applied, so items may repeat: a change the
+        # controller accepted without a record must not stay pending for ever.)
+        assert sum(cluster.controller.requests[2:]) >= count
         assert len(cluster.controller.requests) - 2 < count
 
     run(scenario, tmp_path)
