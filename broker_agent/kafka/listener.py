@@ -138,7 +138,9 @@ class KafkaListener:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reading
             writer.close()
-            with contextlib.suppress(Exception):
+            # A cancel landing here (stop() while closing) must end the task
+            # normally too, for the same reason as above.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await writer.wait_closed()
             self._connections.discard(task)
 
