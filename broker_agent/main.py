@@ -9,10 +9,8 @@ shutdown did not finish within `controlled.shutdown.timeout.ms`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import signal
 import sys
 from pathlib import Path
 
@@ -31,49 +29,44 @@ from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
 from quorum.admin_client import AdminError
+from quorum.common import process
 from quorum.common.channels import ListenerError
 from quorum.common.clocks import wall_clock_ms
-from quorum.common.config import LONG_MAX, ConfigError
+from quorum.common.config import LONG_MAX
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
     ensure_directory_id,
 )
-from quorum.common.version import version_line
 from quorum.log.errors import StorageError
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
 
 log = logging.getLogger("broker_agent")
 
-EXIT_STARTUP = 1
+PROG = "broker-agent"
+EXIT_STARTUP = process.EXIT_STARTUP
 EXIT_REFUSED = 3
 EXIT_SHUTDOWN_TIMEOUT = 6
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="broker-agent",
-        description="Run one broker's metadata agent: register, fetch metadata, heartbeat.",
-        epilog="Example: broker-agent --config data/config/broker-1.properties",
+    parser = process.argument_parser(
+        "broker-agent",
+        "Run one broker's metadata agent: register, fetch metadata, heartbeat.",
+        "the broker's properties file",
+        "data/config/broker-1.properties",
     )
-    parser.add_argument("--config", required=True, help="the broker's properties file")
-    parser.add_argument("--version", action="version", version=version_line("broker-agent"))
     parser.add_argument(
         "--rebuild-metadata-cache",
         action="store_true",
         help="drop the local metadata cache and fetch everything again from the controllers",
     )
     args = parser.parse_args(argv)
-    try:
-        config = load_broker_config(args.config)
-    except ConfigError as err:
-        print(f"broker-agent: invalid configuration: {err}", file=sys.stderr)
+    config = process.load_config(PROG, load_broker_config, args.config)
+    if config is None:
         return EXIT_STARTUP
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format=f"%(asctime)s [broker {config.node_id}] %(levelname)s %(name)s: %(message)s",
-    )
+    process.configure_logging(config.log_level, f"broker {config.node_id}")
     return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
 
 
@@ -150,29 +143,26 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         cache = open_cache(config, rebuild)
     except (StorageFormatError, StorageError, SnapshotCorruptionError) as err:
-        print(
-            f"broker-agent: cannot start: {err}\n"
-            "(restart with --rebuild-metadata-cache to drop the cache and fetch it again)",
-            file=sys.stderr,
+        return process.cannot_start(
+            PROG,
+            err,
+            "\n(restart with --rebuild-metadata-cache to drop the cache and fetch it again)",
         )
-        return EXIT_STARTUP
     try:
         # After the cache's lock: one process at a time may give the directory an id.
         meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
     except StorageFormatError as err:
-        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
         cache.close()
-        return EXIT_STARTUP
+        return process.cannot_start(PROG, err)
     assert meta.directory_id is not None
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
     try:
         agent.replicas = build_replica_manager(config, agent)
     except ListenerError as err:
-        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
         trace.close()
         cache.close()
-        return EXIT_STARTUP
+        return process.cannot_start(PROG, err)
     except (OSError, StorageError) as err:
         print(f"broker-agent: cannot open the partition logs: {err}", file=sys.stderr)
         trace.close()
@@ -183,25 +173,13 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     metrics.build_info(
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
     )
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.request_stop)
-    metrics_at = "disabled"
-    if config.metrics_listener is not None:
-        try:
-            tls = config.metrics_tls
-            port = metrics.start(
-                config.metrics_listener.host,
-                config.metrics_listener.port,
-                tls.server_context() if tls else None,
-            )
-        except ListenerError as err:
-            print(f"broker-agent: cannot start: {err}", file=sys.stderr)
-            trace.close()
-            cache.close()
-            return EXIT_STARTUP
-        scheme = "https" if config.metrics_tls else "http"
-        metrics_at = f"{scheme}://{config.metrics_listener.host}:{port}/metrics"
+    process.stop_on_signals(agent.request_stop)
+    try:
+        metrics_at = process.start_metrics(metrics, config.metrics_listener, config.metrics_tls)
+    except ListenerError as err:
+        trace.close()
+        cache.close()
+        return process.cannot_start(PROG, err)
     kafka = KafkaServer(config, agent, replicas=agent.replicas)
     kafka.apis.observe = KafkaRequestMetrics(metrics.registry, kafka.listeners).observe
     if kafka.groups is not None:
@@ -209,11 +187,10 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     try:
         kafka_at = await kafka.start()
     except ListenerError as err:
-        print(f"broker-agent: cannot start: {err}", file=sys.stderr)
         metrics.stop()
         trace.close()
         cache.close()
-        return EXIT_STARTUP
+        return process.cannot_start(PROG, err)
     log.info(
         "broker %d of cluster %s (directory %s) starting at metadata offset %d; "
         "controllers %s; Kafka listeners %s; metrics %s",

@@ -18,28 +18,26 @@ Data layout under `metadata.log.dir` (Kafka's names where Kafka has them):
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import logging
-import signal
 import sys
 from pathlib import Path
 
 import grpc
 
+from quorum.common import process
 from quorum.common.channels import ListenerError
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
     ensure_directory_id,
 )
-from quorum.common.version import version_line
 from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.rate_limit import RateLimiter
-from quorum.controller_config import ConfigError, ControllerConfig, load_config
+from quorum.controller_config import ControllerConfig, load_config
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
 from quorum.log.quorum_state import FileQuorumStateStore
@@ -63,7 +61,8 @@ from snapshots.store import FileSnapshotStore
 log = logging.getLogger("quorum.controller")
 
 LOG_PARTITION_DIR = "__cluster_metadata-0"
-EXIT_STARTUP = 1
+PROG = "quorum-controller"
+EXIT_STARTUP = process.EXIT_STARTUP
 EXIT_FOREIGN_CLUSTER = 3
 EXIT_STORAGE_FAILED = 4
 EXIT_APPLY_FAILED = 5
@@ -145,26 +144,17 @@ class ControllerProcess:
         self.stopping = asyncio.Event()
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stopping.set)
+        process.stop_on_signals(self.stopping.set)
         self.node.transport.on_foreign_cluster = self._foreign_cluster
         self.node.driver.on_fatal.append(self._storage_failed)
         self.node.driver.on_apply_failed.append(self._apply_failed)
-        metrics_at = "disabled"
-        if self.config.metrics_listener is not None:
-            endpoint = self.config.metrics_listener
-            try:
-                tls = self.config.metrics_tls
-                port = self.metrics.start(
-                    endpoint.host, endpoint.port, tls.server_context() if tls else None
-                )
-            except ListenerError as err:
-                print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
-                self.log_store.close()
-                return EXIT_STARTUP
-            scheme = "https" if self.config.metrics_tls else "http"
-            metrics_at = f"{scheme}://{endpoint.host}:{port}/metrics"
+        try:
+            metrics_at = process.start_metrics(
+                self.metrics, self.config.metrics_listener, self.config.metrics_tls
+            )
+        except ListenerError as err:
+            self.log_store.close()
+            return process.cannot_start(PROG, err)
         await self.node.start()
         background = [
             asyncio.ensure_future(self.controller_metrics.refresh_forever()),
@@ -251,23 +241,17 @@ class ControllerProcess:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="quorum-controller",
-        description="Run one KRaft-style controller (a Raft voter) or observer.",
-        epilog="Example: quorum-controller --config data/config/controller-1.properties",
+    parser = process.argument_parser(
+        PROG,
+        "Run one KRaft-style controller (a Raft voter) or observer.",
+        "the controller's properties file",
+        "data/config/controller-1.properties",
     )
-    parser.add_argument("--config", required=True, help="the controller's properties file")
-    parser.add_argument("--version", action="version", version=version_line("quorum-controller"))
     args = parser.parse_args(argv)
-    try:
-        config = load_config(args.config)
-    except ConfigError as err:
-        print(f"quorum-controller: invalid configuration: {err}", file=sys.stderr)
+    config = process.load_config(PROG, load_config, args.config)
+    if config is None:
         return EXIT_STARTUP
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format=f"%(asctime)s [node {config.node_id}] %(levelname)s %(name)s: %(message)s",
-    )
+    process.configure_logging(config.log_level, f"node {config.node_id}")
     log_configuration(config)
     # The log's fsyncs run in a worker thread; with CPython's default 5 ms switch
     # interval a finished fsync can wait that long for the loop to let go of the
@@ -300,11 +284,10 @@ async def _start_and_run(config: ControllerConfig) -> int:
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         meta = ensure_directory_id(Path(config.metadata_log_dir), meta)
-        process = ControllerProcess(config, meta.cluster_id, meta.directory_id or "")
+        controller = ControllerProcess(config, meta.cluster_id, meta.directory_id or "")
     except (StorageFormatError, StorageError, SnapshotCorruptionError, ListenerError) as err:
-        print(f"quorum-controller: cannot start: {err}", file=sys.stderr)
-        return EXIT_STARTUP
-    return await process.run()
+        return process.cannot_start(PROG, err)
+    return await controller.run()
 
 
 if __name__ == "__main__":
