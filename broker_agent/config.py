@@ -104,6 +104,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from quorum.authz.authorizer import AUTHORIZER_KEYS, AuthorizerConfig, authorizer_from
 from quorum.common.config import (
     LONG_MAX,
     MIN_SEGMENT_BYTES,
@@ -135,7 +136,6 @@ from quorum.common.tls import (
     tls_from_properties,
 )
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
-from quorum.controller.authorizer import AUTHORIZER_KEYS, AuthorizerConfig, authorizer_from
 
 KEYS: tuple[str, ...] = (
     "node.id",

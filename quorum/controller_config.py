@@ -35,6 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from quorum.authz.authorizer import (
+    NO_AUTHORIZER,
+    STANDARD_AUTHORIZER,
+    AuthorizerConfig,
+    authorizer_from,
+)
 from quorum.common.config import (
     ConfigError,
     ConfigErrors,
@@ -58,12 +64,6 @@ from quorum.common.tls import (
     TlsSettings,
     plaintext_properties,
     tls_from_properties,
-)
-from quorum.controller.authorizer import (
-    NO_AUTHORIZER,
-    STANDARD_AUTHORIZER,
-    AuthorizerConfig,
-    authorizer_from,
 )
 from quorum.controller.request_limits import DEFAULTS as DEFAULT_LIMITS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES

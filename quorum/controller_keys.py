@@ -10,10 +10,10 @@ one WARN line). Parsing a file into a `ControllerConfig` is
 
 from __future__ import annotations
 
+from quorum.authz.authorizer import AUTHORIZER_KEYS
 from quorum.common.config import LONG_MAX, MIN_SEGMENT_BYTES, IntKey
 from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
 from quorum.common.tls import SERVER_KEYS as TLS_KEYS
-from quorum.controller.authorizer import AUTHORIZER_KEYS
 from quorum.controller.request_limits import PROPERTIES as LIMIT_PROPERTIES
 
 _DAY_MS = 24 * 3600 * 1000

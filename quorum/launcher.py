@@ -36,11 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
-from quorum.client import QuorumClient, QuorumUnavailableError
-from quorum.common.local_ca import IssuedFiles, LocalCa
-from quorum.common.node_identity import load_broker_storage
-from quorum.common.tls import TlsSettings
-from quorum.controller.authorizer import (
+from quorum.authz.authorizer import (
     CLUSTER_NAME,
     STANDARD_AUTHORIZER,
     Operation,
@@ -48,6 +44,10 @@ from quorum.controller.authorizer import (
     Permission,
     ResourceType,
 )
+from quorum.client import QuorumClient, QuorumUnavailableError
+from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.common.node_identity import load_broker_storage
+from quorum.common.tls import TlsSettings
 from quorum.controller_config import load_config, render_properties
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb

@@ -1,12 +1,13 @@
 """The arrows of DESIGN.md, enforced: who may import whom.
 
 raft imports nothing of the project; common (the floor) imports nothing above
-it; log and snapshots never import controller or server; controller never
-imports server or grpc, and of the Raft core only its client seam; the quorum
-never imports the broker agent; clients, the CLI, the broker agent and the
-shared plumbing never import server; analytics reads exports, never live
-internals. Every import statement is read with `ast`, including
-those inside functions, so a lazy import cannot slip past.
+it; the authorizer (one home for "may this principal do this") sits below the
+controller and the broker, reading only the floor; log and snapshots never
+import controller or server; controller never imports server or grpc, and of
+the Raft core only its client seam; the quorum never imports the broker agent;
+clients, the CLI, the broker agent and the shared plumbing never import server;
+analytics reads exports, never live internals. Every import statement is read
+with `ast`, including those inside functions, so a lazy import cannot slip past.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ RULES = {
     "the controller imports only raft.client_api of the core": Rule(
         ("quorum/controller/",), ("quorum.raft",), allowed=("quorum.raft.client_api",)
     ),
+    "the authorizer sits below the controller and the broker": Rule(
+        ("quorum/authz/",),
+        ("quorum", "snapshots", "broker_agent", "analytics", "grpc"),
+        # the floor, and the table of Kafka's error names a refusal is named by
+        allowed=("quorum.authz", "quorum.common", "quorum.controller.api_errors"),
+    ),
     "quorum never imports broker_agent": Rule(("quorum/",), ("broker_agent",)),
     "log never imports controller or server": Rule(
         ("quorum/log/",), ("quorum.controller", "quorum.server", "grpc")
@@ -65,13 +72,12 @@ RULES = {
     "the Kafka edge reads the image, never the server or the controller's write side": Rule(
         ("broker_agent/kafka/",),
         ("quorum.server", "quorum.controller", "grpc"),
-        # the image and the pure ACL decisions over it (both read side); api_errors: the
-        # one table of Kafka's error names and codes, shared with the gRPC side;
-        # config_schema: the config keys' types and defaults (DescribeConfigs synonyms),
-        # never used to validate on the broker.
+        # the image (read side); api_errors: the one table of Kafka's error names and
+        # codes, shared with the gRPC side; config_schema: the config keys' types and
+        # defaults (DescribeConfigs synonyms), never used to validate on the broker.
+        # The ACL decisions come from quorum.authz, below both edges.
         allowed=(
             "quorum.controller.metadata_image",
-            "quorum.controller.authorizer",
             "quorum.controller.api_errors",
             "quorum.controller.config_schema",
         ),
@@ -171,7 +177,7 @@ def test_no_forbidden_arrow(name: str) -> None:
         (
             "common imports nothing above it",
             "quorum/common/x.py",
-            "from quorum.controller.authorizer import AuthorizerConfig\n",
+            "from quorum.authz.authorizer import AuthorizerConfig\n",
         ),
         ("common imports nothing above it", "quorum/common/x.py", "from ..raft import messages\n"),
         (
@@ -188,6 +194,21 @@ def test_no_forbidden_arrow(name: str) -> None:
             "the controller imports only raft.client_api of the core",
             "quorum/controller/x.py",
             "from quorum.raft.records import Batch\n",
+        ),
+        (
+            "the authorizer sits below the controller and the broker",
+            "quorum/authz/x.py",
+            "from quorum.controller.metadata_image import AclEntry\n",
+        ),
+        (
+            "the authorizer sits below the controller and the broker",
+            "quorum/authz/x.py",
+            "def f():\n    from quorum.server.access import AccessControl\n",
+        ),
+        (
+            "the Kafka edge reads the image, never the server or the controller's write side",
+            "broker_agent/kafka/x.py",
+            "from quorum.controller.acl_actions import requirements\n",
         ),
         (
             "quorum never imports broker_agent",

@@ -5,7 +5,7 @@ Each handler only translates: the Kafka request (kio) into the controllers'
 gRPC request, the reply back into Kafka's response, per item with the
 controller's error code and message. Validation and authorization are the
 controller's (`quorum/controller/topic_ops.py`, `validation.py`,
-`acl_actions.py`); nothing is checked twice here. A call-level refusal (the
+`quorum/authz/controller_actions.py`); nothing is checked twice here. A call-level refusal (the
 whole request over a limit, not authorized, no controller in time) becomes
 that error on every item, as Kafka answers it.
 """

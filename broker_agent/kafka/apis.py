@@ -32,7 +32,7 @@ from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
 from broker_agent.partitions.api import DEBUGGING_REPLICA_ID, FetchPartition
 from broker_agent.partitions.replica_manager import ReplicaManager
-from quorum.controller.authorizer import NO_AUTHORIZER, Operation
+from quorum.authz.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
 
 log = logging.getLogger("broker_agent.kafka")

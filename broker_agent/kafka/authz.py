@@ -1,8 +1,10 @@
-"""Kafka's ACL checks for the Kafka requests, over the ACLs in the metadata image.
+"""Kafka's ACL checks for the Kafka requests: a connection's questions to the
+`Authorizer` (`quorum.authz.authorizer`, where every decision is made) over the
+ACLs in the broker's metadata image.
 
-The decisions are the controllers' StandardAuthorizer (`quorum.controller.authorizer`,
-pure), with the principal of the connection (its TLS client certificate's subject,
-or User:ANONYMOUS) and its host. What each request needs, as Kafka's KafkaApis asks:
+The principal is the connection's (its TLS client certificate's subject, or
+User:ANONYMOUS), with its host. What each request needs, as Kafka's KafkaApis
+asks, is decided by its handler:
 
     Produce                  WRITE on the topic
     Fetch (consumer)         READ on the topic
@@ -20,15 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker_agent.kafka.listener import Connection
-from quorum.controller.authorizer import (
-    CLUSTER_NAME,
-    Action,
-    AuthorizerConfig,
-    Operation,
-    Permission,
-    ResourceType,
-    authorize,
-)
+from quorum.authz.authorizer import Authorizer, AuthorizerConfig, Operation, cluster, group, topic
 from quorum.controller.metadata_image import MetadataImage
 
 
@@ -36,35 +30,21 @@ class KafkaAuthorizer:
     def __init__(self, config: AuthorizerConfig, image: Callable[[], MetadataImage]) -> None:
         self.config = config
         self.image = image
+        self._authorizer = Authorizer(config, lambda: image().acls.values())
 
     @property
     def enabled(self) -> bool:
         return self.config.enabled
 
-    def topic(self, conn: Connection, topic: str, operation: Operation) -> bool:
-        return self._allowed(conn, Action(ResourceType.TOPIC, topic, operation))
+    def topic(self, conn: Connection, name: str, operation: Operation) -> bool:
+        return self._authorizer.allows(conn.principal, conn.peer_host, topic(name, operation))
 
     def group(self, conn: Connection, group_id: str, operation: Operation) -> bool:
-        return self._allowed(conn, Action(ResourceType.GROUP, group_id, operation))
+        return self._authorizer.allows(conn.principal, conn.peer_host, group(group_id, operation))
 
     def cluster(self, conn: Connection, operation: Operation) -> bool:
-        return self._allowed(conn, Action(ResourceType.CLUSTER, CLUSTER_NAME, operation))
+        return self._authorizer.allows(conn.principal, conn.peer_host, cluster(operation))
 
     def may_write_some_topic(self, conn: Connection) -> bool:
         """Kafka lets a producer that may WRITE any topic be idempotent (KIP-679)."""
-        if not self.enabled or conn.principal in self.config.super_users:
-            return True
-        return any(
-            acl.resource_type == ResourceType.TOPIC
-            and acl.permission_type == Permission.ALLOW
-            and acl.operation in (Operation.WRITE, Operation.ALL)
-            and acl.principal in (conn.principal, "User:*")
-            and acl.host in (conn.peer_host, "*")
-            for acl in self.image().acls.values()
-        )
-
-    def _allowed(self, conn: Connection, action: Action) -> bool:
-        if not self.enabled:
-            return True
-        acls = self.image().acls.values()
-        return authorize(self.config, acls, conn.principal, conn.peer_host, action).allowed
+        return self._authorizer.may_write_some_topic(conn.principal, conn.peer_host)

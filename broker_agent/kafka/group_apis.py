@@ -40,7 +40,7 @@ from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import Connection
 from broker_agent.kafka.metadata_answer import live_brokers
 from broker_agent.kafka.versions import ApiKey
-from quorum.controller.authorizer import NO_AUTHORIZER, Operation
+from quorum.authz.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
 
 # The client id of the request being handled (JoinGroup's member ids start with it);

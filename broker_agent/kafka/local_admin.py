@@ -25,7 +25,7 @@ from broker_agent.kafka.listener import Connection
 from broker_agent.kafka.metadata_answer import live_brokers
 from broker_agent.partitions.partition import Role
 from broker_agent.partitions.replica_manager import ReplicaManager
-from quorum.controller.authorizer import Operation
+from quorum.authz.authorizer import Operation
 from quorum.controller.metadata_image import MetadataImage
 
 OPERATIONS_OMITTED = -(2**31)

@@ -1,8 +1,12 @@
 """Who may do what: Kafka's StandardAuthorizer over the ACLs in the metadata image.
 
-Pure decisions, no gRPC: the servicers pass the caller's principal and host
-(`quorum.common.tls.principal_of`) and the actions a request needs
-(`quorum.controller.acl_actions`). The rules are Kafka's:
+The one place that answers "may this principal, calling from this host, do
+this": the controllers' gRPC edge (`quorum/server/access.py`, one call per
+request, with what `controller_actions` says the request needs) and the
+brokers' Kafka edge (`broker_agent/kafka/authz.py`, per handler) both ask an
+`Authorizer` and decide nothing themselves. Pure: no gRPC, no sockets, no
+clock; the ACLs come from a callable (the image's), so the module sits below
+the controller and the broker alike. The rules are Kafka's:
 
 - `super.users` may do everything.
 - An ACL applies to a resource when its pattern matches the resource's name:
@@ -15,21 +19,48 @@ Pure decisions, no gRPC: the servicers pass the caller's principal and host
   ALLOW also grants what Kafka implies: DESCRIBE by READ, WRITE, DELETE or
   ALTER; DESCRIBE_CONFIGS by ALTER_CONFIGS.
 - Anything else is refused.
+- A request is allowed when each of its `Requirement`s is; a requirement is met
+  by any one of its alternative actions (CreateTopics: CREATE on the cluster,
+  or on the topic). The first unmet one names the refusal.
+- A producer may be idempotent when it may WRITE some topic (KIP-679): an ALLOW
+  of WRITE (or ALL) on any topic for the caller (Kafka's authorizeByResourceType).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from quorum.common.config import ConfigError
-from quorum.controller.metadata_image import AclEntry
+from quorum.controller.api_errors import ApiError
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 CLUSTER_NAME = "kafka-cluster"  # Kafka's name for the one CLUSTER resource
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
+
+
+class AclRule(Protocol):
+    """One ACL as the image holds it (`AccessControlEntryRecord`'s fields)."""
+
+    @property
+    def acl_id(self) -> str: ...
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+    @property
+    def pattern_type(self) -> int: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def operation(self) -> int: ...
+    @property
+    def permission_type(self) -> int: ...
 
 
 class ResourceType(enum.IntEnum):
@@ -88,6 +119,33 @@ class Action:
         return f"{self.operation.name} on {self.resource_type.name} {self.resource_name!r}"
 
 
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """Met when any one of `alternatives` is allowed."""
+
+    alternatives: tuple[Action, ...]
+
+    @property
+    def error(self) -> ApiError:
+        """Kafka's name for the refusal: the resource the caller asked about."""
+        last = self.alternatives[-1]
+        if last.resource_type is ResourceType.TOPIC:
+            return ApiError.TOPIC_AUTHORIZATION_FAILED
+        return ApiError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def cluster(operation: Operation) -> Action:
+    return Action(ResourceType.CLUSTER, CLUSTER_NAME, operation)
+
+
+def topic(name: str, operation: Operation) -> Action:
+    return Action(ResourceType.TOPIC, name, operation)
+
+
+def group(group_id: str, operation: Operation) -> Action:
+    return Action(ResourceType.GROUP, group_id, operation)
+
+
 @dataclass(frozen=True, kw_only=True)
 class AuthorizerConfig:
     """`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`."""
@@ -108,7 +166,7 @@ class Decision:
 
 def authorize(
     config: AuthorizerConfig,
-    acls: Iterable[AclEntry],
+    acls: Iterable[AclRule],
     principal: str,
     host: str,
     action: Action,
@@ -133,7 +191,7 @@ def authorize(
     return Decision(False, f"no ACL allows {action.describe()}")
 
 
-def _applies_to(acl: AclEntry, action: Action) -> bool:
+def _applies_to(acl: AclRule, action: Action) -> bool:
     if acl.resource_type != action.resource_type:
         return False
     if acl.pattern_type == PatternType.LITERAL:
@@ -143,7 +201,7 @@ def _applies_to(acl: AclEntry, action: Action) -> bool:
     return False
 
 
-def _matches_caller(acl: AclEntry, principal: str, host: str) -> bool:
+def _matches_caller(acl: AclRule, principal: str, host: str) -> bool:
     return acl.principal in (principal, WILDCARD_PRINCIPAL) and acl.host in (host, WILDCARD)
 
 
@@ -157,6 +215,84 @@ def _allows(acl_operation: int, wanted: Operation) -> bool:
     return acl_operation in _IMPLIED_BY.get(wanted, frozenset())
 
 
+class Authorizer:
+    """`authorize` bound to a configuration and the live ACLs: what every edge asks.
+
+    `acls` is called once per question (per request on the gRPC edge), so a
+    decision sees the image as it is when the request is decided."""
+
+    def __init__(self, config: AuthorizerConfig, acls: Callable[[], Iterable[AclRule]]) -> None:
+        self.config = config
+        self._acls = acls
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    def is_super_user(self, principal: str) -> bool:
+        """Everything is allowed to it (or to anyone, without an authorizer)."""
+        return not self.config.enabled or principal in self.config.super_users
+
+    def decide(self, principal: str, host: str, action: Action) -> Decision:
+        acls = () if self.is_super_user(principal) else self._acls()
+        return authorize(self.config, acls, principal, host, action)
+
+    def allows(self, principal: str, host: str, action: Action) -> bool:
+        return self.decide(principal, host, action).allowed
+
+    def first_unmet(
+        self, principal: str, host: str, needs: Sequence[Requirement]
+    ) -> tuple[Requirement, Decision] | None:
+        """The first requirement none of whose alternatives is allowed, and why
+        (the last alternative's refusal); None when every one is met."""
+        if self.is_super_user(principal) or not needs:
+            return None
+        acls = list(self._acls())
+        for need in needs:
+            decision = None
+            for action in need.alternatives:
+                decision = authorize(self.config, acls, principal, host, action)
+                if decision.allowed:
+                    break
+            assert decision is not None
+            if not decision.allowed:
+                return need, decision
+        return None
+
+    def may_forward(self, principal: str, host: str) -> bool:
+        """Whether the caller may speak for another principal (a broker forwarding
+        a client's request, KIP-590): CLUSTER_ACTION on the cluster. Never without
+        an authorizer: nothing is authenticated to decide by."""
+        if not self.config.enabled:
+            return False
+        return self.allows(principal, host, cluster(Operation.CLUSTER_ACTION))
+
+    def visible_topics(self, principal: str, host: str, names: Iterable[str]) -> set[str]:
+        """The topics among `names` the caller may DESCRIBE (what a listing shows)."""
+        found = set(names)
+        if self.is_super_user(principal):
+            return found
+        acls = list(self._acls())
+        return {
+            n
+            for n in found
+            if authorize(self.config, acls, principal, host, topic(n, Operation.DESCRIBE)).allowed
+        }
+
+    def may_write_some_topic(self, principal: str, host: str) -> bool:
+        """Kafka lets a producer that may WRITE any topic be idempotent (KIP-679)."""
+        if self.is_super_user(principal):
+            return True
+        return any(
+            acl.resource_type == ResourceType.TOPIC
+            and acl.permission_type == Permission.ALLOW
+            and acl.operation in (Operation.WRITE, Operation.ALL)
+            and acl.principal in (principal, WILDCARD_PRINCIPAL)
+            and acl.host in (host, WILDCARD)
+            for acl in self._acls()
+        )
+
+
 def parse_super_users(raw: str) -> frozenset[str]:
     """Kafka's `super.users`: principals separated by semicolons (a principal
     like ``User:CN=a,O=b`` contains commas)."""
@@ -167,15 +303,21 @@ __all__ = [
     "CLUSTER_NAME",
     "NO_AUTHORIZER",
     "STANDARD_AUTHORIZER",
+    "AclRule",
     "Action",
+    "Authorizer",
     "AuthorizerConfig",
     "Decision",
     "Operation",
     "PatternType",
     "Permission",
+    "Requirement",
     "ResourceType",
     "authorize",
+    "cluster",
+    "group",
     "parse_super_users",
+    "topic",
 ]
 
 

@@ -1,4 +1,7 @@
-"""What each request needs to be authorized for, as Kafka's brokers and controllers ask.
+"""What each controller RPC needs to be authorized for, as Kafka's controllers ask.
+
+Only the table: whether the caller has it is `authorizer.Authorizer`'s answer,
+asked once per call by `quorum/server/access.py`.
 
 A request is allowed when every one of its `Requirement`s is; a requirement is
 met by any of its alternatives (CreateTopics: CREATE on the cluster, or CREATE
@@ -24,37 +27,12 @@ the topics the caller may not DESCRIBE, as Kafka's Metadata answer does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from quorum.controller.api_errors import ApiError
-from quorum.controller.authorizer import CLUSTER_NAME, Action, Operation, ResourceType
+from quorum.authz.authorizer import Action, Operation, Requirement, cluster, topic
 
 _CONFIG_TOPIC = 2  # admin.proto ResourceType.TOPIC
 TopicNameOf = Callable[[str], "str | None"]  # a topic id's name in the image
-
-
-@dataclass(frozen=True, slots=True)
-class Requirement:
-    """Met when any one of `alternatives` is allowed."""
-
-    alternatives: tuple[Action, ...]
-
-    @property
-    def error(self) -> ApiError:
-        """Kafka's name for the refusal: the resource the caller asked about."""
-        last = self.alternatives[-1]
-        if last.resource_type is ResourceType.TOPIC:
-            return ApiError.TOPIC_AUTHORIZATION_FAILED
-        return ApiError.CLUSTER_AUTHORIZATION_FAILED
-
-
-def cluster(operation: Operation) -> Action:
-    return Action(ResourceType.CLUSTER, CLUSTER_NAME, operation)
-
-
-def topic(name: str, operation: Operation) -> Action:
-    return Action(ResourceType.TOPIC, name, operation)
 
 
 def _each(actions: Iterable[Action]) -> list[Requirement]:
@@ -134,4 +112,4 @@ def filters_topics(request: Any) -> bool:
     return name == "ListTopicsRequest" or (name == "DescribeTopicsRequest" and not request.names)
 
 
-__all__ = ["Requirement", "cluster", "filters_topics", "requirements", "topic"]
+__all__ = ["TopicNameOf", "filters_topics", "requirements"]

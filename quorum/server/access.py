@@ -1,6 +1,7 @@
 """Authorization and admin rate limits on the wire: the caller's principal and
-host from the gRPC context, the decision from `quorum.controller.authorizer`
-(and `quorum.controller.rate_limit`), the refusal as a status.
+host from the gRPC context, the decision from `quorum.authz.authorizer` (and
+`quorum.controller.rate_limit`), the refusal as a status. Nothing is decided
+here: this module only adapts gRPC calls to the `Authorizer`'s questions.
 
 Every admin and broker call passes here from `ControllerCalls.serve`, every Raft
 and QuorumLog call from its servicer, before anything is read or changed. A
@@ -38,6 +39,15 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from quorum.authz.authorizer import (
+    AclRule,
+    Authorizer,
+    AuthorizerConfig,
+    Operation,
+    Requirement,
+    cluster,
+)
+from quorum.authz.controller_actions import filters_topics, requirements
 from quorum.common.rate_limited_log import RateLimitedLog
 from quorum.common.tls import (
     ANONYMOUS,
@@ -46,16 +56,7 @@ from quorum.common.tls import (
     peer_host,
     principal_of,
 )
-from quorum.controller.acl_actions import (
-    Requirement,
-    cluster,
-    filters_topics,
-    requirements,
-    topic,
-)
 from quorum.controller.api_errors import ApiError
-from quorum.controller.authorizer import AuthorizerConfig, Operation, authorize
-from quorum.controller.metadata_image import AclEntry
 from quorum.controller.rate_limit import RateLimiter
 from quorum.rpc.wire_errors import rich_status
 
@@ -89,13 +90,13 @@ class AccessControl(Collector):
     def __init__(
         self,
         config: AuthorizerConfig,
-        acls: Callable[[], Iterable[AclEntry]],
+        acls: Callable[[], Iterable[AclRule]],
         topic_name_of: Callable[[str], str | None],
         limiter: RateLimiter | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
-        self._acls = acls
+        self.authorizer = Authorizer(config, acls)
         self._topic_name_of = topic_name_of
         self.limiter = limiter or RateLimiter(0)
         self._clock = clock
@@ -114,7 +115,7 @@ class AccessControl(Collector):
             return
         kind = type(request).__name__.removesuffix("Request")
         principal, host = await self._caller(context, kind)
-        if principal in self.config.super_users:
+        if self.authorizer.is_super_user(principal):
             return
         needs = requirements(request, self._topic_name_of)
         await self._require(context, kind, needs, principal, host)
@@ -122,7 +123,7 @@ class AccessControl(Collector):
     async def check_call(self, context: Any, kind: str, needs: list[Requirement]) -> None:
         """Abort the call `kind` (PERMISSION_DENIED) unless every one of `needs` is
         met: for calls whose requests are not ours (server reflection)."""
-        if self.config.enabled and principal_of(context) not in self.config.super_users:
+        if self.config.enabled:
             await self._require(context, kind, needs, principal_of(context), peer_host(context))
 
     async def _caller(self, context: Any, kind: str) -> tuple[str, str]:
@@ -132,7 +133,7 @@ class AccessControl(Collector):
         claimed = forwarded(context)
         if claimed is None:
             return direct, direct_host
-        if not self._may_forward(direct, direct_host):
+        if not self.authorizer.may_forward(direct, direct_host):
             await self._deny(
                 context,
                 kind,
@@ -144,28 +145,13 @@ class AccessControl(Collector):
             )
         return claimed[0], claimed[1] or direct_host
 
-    def _may_forward(self, principal: str, host: str) -> bool:
-        """Whether this caller may speak for another principal (a broker, KIP-590)."""
-        if not self.config.enabled:
-            return False  # nothing is authenticated to decide by: never trusted
-        if principal in self.config.super_users:
-            return True
-        action = cluster(Operation.CLUSTER_ACTION)
-        return authorize(self.config, list(self._acls()), principal, host, action).allowed
-
     async def _require(
         self, context: Any, kind: str, needs: list[Requirement], principal: str, host: str
     ) -> None:
-        acls = list(self._acls())
-        for need in needs:
-            decision = None
-            for action in need.alternatives:
-                decision = authorize(self.config, acls, principal, host, action)
-                if decision.allowed:
-                    break
-            assert decision is not None
-            if not decision.allowed:
-                await self._deny(context, kind, need, principal, host, decision.reason)
+        unmet = self.authorizer.first_unmet(principal, host, needs)
+        if unmet is not None:
+            need, decision = unmet
+            await self._deny(context, kind, need, principal, host, decision.reason)
 
     async def throttle(self, context: Any, request: Any, admin: bool = False) -> None:
         """Abort an admin call (RESOURCE_EXHAUSTED) past its client's rate; a call
@@ -181,7 +167,7 @@ class AccessControl(Collector):
         # (else a caller could dodge its limit by naming a new principal each time).
         principal, host = principal_of(context), peer_host(context)
         claimed = forwarded(context)
-        if claimed is not None and self._may_forward(principal, host):
+        if claimed is not None and self.authorizer.may_forward(principal, host):
             principal, host = claimed[0], claimed[1] or host
         client = principal if principal != ANONYMOUS else f"host:{host}"
         wait_s = self.limiter.admit(client, self._clock())
@@ -206,14 +192,7 @@ class AccessControl(Collector):
             return names
         claimed = forwarded(context)  # verified by `check` before any listing is made
         principal, host = claimed or (principal_of(context), peer_host(context))
-        if principal in self.config.super_users:
-            return names
-        host, acls = host or peer_host(context), list(self._acls())
-        return {
-            n
-            for n in names
-            if authorize(self.config, acls, principal, host, topic(n, Operation.DESCRIBE)).allowed
-        }
+        return self.authorizer.visible_topics(principal, host or peer_host(context), names)
 
     async def _deny(
         self, context: Any, kind: str, need: Requirement, principal: str, host: str, why: str

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quorum.controller.acl_actions import filters_topics
+from quorum.authz.controller_actions import filters_topics
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
 from quorum.controller.write_queue import NotController

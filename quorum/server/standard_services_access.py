@@ -17,7 +17,7 @@ servicers authorize themselves). The rules, in Kafka's spirit:
   other, before the servicer reads a single request.
 
 Any other service of grpcio that appears later is refused unless a rule here
-names it (closed by default, like `acl_actions.requirements`).
+names it (closed by default, like `controller_actions.requirements`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import grpc
 from grpc_health.v1 import health
 from grpc_reflection.v1alpha import reflection
 
+from quorum.authz.authorizer import Operation, Requirement, cluster
 from quorum.common.guarded_handlers import guarded_handler
-from quorum.controller.acl_actions import Requirement, cluster
-from quorum.controller.authorizer import Operation
 from quorum.server.access import AccessControl
 
 HEALTH_SERVICE = health.SERVICE_NAME

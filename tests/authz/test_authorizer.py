@@ -6,9 +6,7 @@ import itertools
 
 import pytest
 
-from quorum.controller.acl_actions import cluster, requirements, topic
-from quorum.controller.api_errors import ApiError
-from quorum.controller.authorizer import (
+from quorum.authz.authorizer import (
     Action,
     AuthorizerConfig,
     Operation,
@@ -16,8 +14,12 @@ from quorum.controller.authorizer import (
     Permission,
     ResourceType,
     authorize,
+    cluster,
     parse_super_users,
+    topic,
 )
+from quorum.authz.controller_actions import requirements
+from quorum.controller.api_errors import ApiError
 from quorum.controller.metadata_image import AclEntry
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb

@@ -18,15 +18,15 @@ import grpc
 import pytest
 
 from quorum.admin_client import AdminClient, AdminError
-from quorum.common.local_ca import IssuedFiles, LocalCa
-from quorum.common.tls import FORWARDED_PRINCIPAL
-from quorum.controller.authorizer import (
+from quorum.authz.authorizer import (
     CLUSTER_NAME,
     STANDARD_AUTHORIZER,
     Operation,
     Permission,
     ResourceType,
 )
+from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.common.tls import FORWARDED_PRINCIPAL
 from quorum.gen import admin_pb2 as api
 from tests.integration.controller_cluster import Cluster, free_port, run
 from tests.security.secure_cluster import client_settings, create_mtls_cluster, tls_properties

@@ -16,9 +16,7 @@ import grpc
 import pytest
 
 from quorum.admin_client import AdminClient, AdminError
-from quorum.common.local_ca import IssuedFiles, LocalCa
-from quorum.common.tls import TlsSettings
-from quorum.controller.authorizer import (
+from quorum.authz.authorizer import (
     CLUSTER_NAME,
     STANDARD_AUTHORIZER,
     Operation,
@@ -26,6 +24,8 @@ from quorum.controller.authorizer import (
     Permission,
     ResourceType,
 )
+from quorum.common.local_ca import IssuedFiles, LocalCa
+from quorum.common.tls import TlsSettings
 from quorum.gen import admin_pb2 as api
 from tests.integration.controller_cluster import Cluster, run
 from tests.security.secure_cluster import add_mtls_brokers, client_settings, create_mtls_cluster

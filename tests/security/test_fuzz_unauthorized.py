@@ -25,11 +25,11 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from quorum.authz.authorizer import STANDARD_AUTHORIZER
+from quorum.authz.controller_actions import requirements
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
-from quorum.controller.acl_actions import requirements
-from quorum.controller.authorizer import STANDARD_AUTHORIZER
 from tests.integration.controller_cluster import Cluster
 from tests.security.proto_strategies import with_cluster_id
 from tests.security.secure_cluster import client_settings, create_mtls_cluster

@@ -20,11 +20,11 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from quorum.authz.authorizer import CLUSTER_NAME, STANDARD_AUTHORIZER, Operation, ResourceType
 from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
 from quorum.controller.api_errors import ApiError
-from quorum.controller.authorizer import CLUSTER_NAME, STANDARD_AUTHORIZER, Operation, ResourceType
 from quorum.rpc.wire_errors import wire_error
 from tests.integration.controller_cluster import Cluster
 from tests.security.secure_cluster import client_settings, create_mtls_cluster

@@ -12,14 +12,14 @@ from typing import Any
 import grpc
 import pytest
 
-from quorum.common.tls import FORWARDED_HOST, FORWARDED_PRINCIPAL
-from quorum.controller.authorizer import (
+from quorum.authz.authorizer import (
     CLUSTER_NAME,
     AuthorizerConfig,
     Operation,
     Permission,
     ResourceType,
 )
+from quorum.common.tls import FORWARDED_HOST, FORWARDED_PRINCIPAL
 from quorum.controller.metadata_image import AclEntry
 from quorum.controller.rate_limit import RateLimiter
 from quorum.gen import admin_pb2 as api

@@ -16,7 +16,7 @@ from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.listener import Connection
 from broker_agent.kafka.versions import ApiKey
-from quorum.controller.authorizer import AuthorizerConfig, Operation, ResourceType
+from quorum.authz.authorizer import AuthorizerConfig, Operation, ResourceType
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import metadata_pb2 as md
 
