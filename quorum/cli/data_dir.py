@@ -2,8 +2,8 @@
 
 The offline tools must work beside a live process (which holds the directory
 lock and may be appending), so they never open `FileLogStore`: segments are
-validated with the same scan recovery uses (`quorum/log/scan.py`), read up to
-their last whole batch, and never repaired. A torn tail is reported, not cut;
+read by the one segment reader recovery uses (`quorum/log/segment_reader.py`),
+up to their last whole batch, and never repaired. A torn tail is reported, not cut;
 corruption anywhere else is an error naming the file and position.
 """
 
@@ -18,11 +18,8 @@ import click
 
 from quorum.controller.codec import decode
 from quorum.controller.metadata_image import MetadataImage
-from quorum.log.batch_format import decode_batch, parse_header
 from quorum.log.errors import StorageCorruptionError, StorageError
-from quorum.log.file_log import DEFAULT_INDEX_INTERVAL_BYTES
-from quorum.log.scan import scan_segment
-from quorum.log.segment import parse_log_file_name
+from quorum.log.segment_reader import read_log
 from quorum.raft.records import Batch, SnapshotId
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.manifest import SnapshotManifest
@@ -62,27 +59,12 @@ def partition_dir(directory: Path) -> Path:
 
 def segments(directory: Path) -> Iterator[SegmentBatches]:
     """Every segment in offset order, each checked before any of it is returned."""
-    found = sorted(
-        (base, path)
-        for path in directory.glob("*.log")
-        if (base := parse_log_file_name(path.name)) is not None
-    )
-    epoch = -1
-    for i, (base, path) in enumerate(found):
-        try:
-            scan = scan_segment(
-                path, base, epoch, DEFAULT_INDEX_INTERVAL_BYTES, is_tail=i == len(found) - 1
-            )
-        except StorageCorruptionError as err:
-            raise OfflineError(f"corrupt metadata log: {err}") from err
-        data = path.read_bytes()[: scan.valid_bytes]
-        position, batches = 0, []
-        while position < len(data):
-            header = parse_header(data, position)
-            batches.append((position, decode_batch(data, position, header)))
-            position += header.size
-        epoch = scan.last_epoch
-        yield SegmentBatches(path, batches, scan.torn_reason)
+    try:
+        for reader in read_log(directory):
+            batches = [(b.position, b.decode()) for b in reader]
+            yield SegmentBatches(reader.path, batches, reader.torn_reason)
+    except StorageCorruptionError as err:
+        raise OfflineError(f"corrupt metadata log: {err}") from err
 
 
 class ReadOnlySnapshots:

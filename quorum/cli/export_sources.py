@@ -1,11 +1,11 @@
 """What `quorumctl log export` reads, one batch or one line at a time.
 
 - The committed log, offline from a node's directory or online from the leader.
-  Offline, segments are read batch by batch (not a whole segment at once, as
-  `quorum/log/scan.py` does for recovery, since a segment may be 1 GiB) with the
-  same rules: header checksum, format, contiguous offsets, non-decreasing
-  epochs and the CRC, a torn tail of the last segment reported and left out,
-  anything else refused naming the file, byte position and offset. Online, the
+  Offline, segments are read by the one segment reader recovery uses
+  (`quorum/log/segment_reader.py`, a chunk at a time: a segment may be 1 GiB):
+  header checksum, format, contiguous offsets, non-decreasing epochs and the
+  CRC, a torn tail of the last segment reported and left out, anything else
+  refused naming the file, byte position and offset. Online, the
   exporter is a Raft observer: it `Fetch`es from the leader like any observer
   and stops at the high watermark it saw when it started, never past it.
 - The brokers' apply traces and event files, line by line. An apply trace is in
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -35,15 +34,8 @@ from quorum.cli.export_writer import ExportFailed
 from quorum.gen import metadata_pb2 as md
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
-from quorum.log.batch_format import (
-    HEADER_SIZE,
-    HeaderChecksumError,
-    decode_batch,
-    header_problem,
-    parse_header,
-    payload_crc_ok,
-)
-from quorum.log.segment import parse_log_file_name
+from quorum.log.errors import LogCorruptionError
+from quorum.log.segment_reader import read_log
 from quorum.raft.records import Batch
 
 TRACE_FILE = "apply-trace.jsonl"
@@ -80,19 +72,11 @@ def broker_id_of(directory: Path) -> int:
 # --------------------------------------------------------------- offline log
 
 
-def _damaged(path: Path, position: int, offset: int, detail: str) -> ExportFailed:
+def _damaged(err: LogCorruptionError) -> ExportFailed:
     return ExportFailed(
-        f"damaged segment {path} at byte {position} (offset {offset}): {detail}; "
-        "nothing was exported"
+        f"damaged segment {err.path} at byte {err.position or 0} (offset {err.offset}): "
+        f"{err.detail}; nothing was exported"
     )
-
-
-def _rest_is_zero(f: Any, position: int) -> bool:
-    f.seek(position)
-    while chunk := f.read(1 << 20):
-        if chunk.strip(b"\x00"):
-            return False
-    return True
 
 
 @dataclass
@@ -107,67 +91,16 @@ def stream_log(
     """Every whole batch of the log under `directory` (an `__cluster_metadata-0`), in
     offset order. `headers_only` skips payloads (records come back empty): enough
     to learn where a broker's cache ends."""
-    found = sorted(
-        (base, path)
-        for path in directory.glob("*.log")
-        if (base := parse_log_file_name(path.name)) is not None
-    )
-    expected: int | None = None
-    epoch = -1
-    for i, (base, path) in enumerate(found):
-        is_tail = i == len(found) - 1
-        if expected is not None and base != expected:
-            raise _damaged(path, 0, expected, f"segment starts at {base}, expected {expected}")
-        expected = base
-        torn: str | None = None
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            position = 0
-            while position < size:
-                head = f.read(HEADER_SIZE)
-                if len(head) < HEADER_SIZE:
-                    torn = "file ends inside a batch header"
-                    break
-                try:
-                    header = parse_header(head, 0)
-                except HeaderChecksumError as err:
-                    if _rest_is_zero(f, position):
-                        torn = "zero-filled tail"
-                        break
-                    raise _damaged(path, position, expected, str(err)) from None
-                problem = header_problem(header)
-                if problem is None and header.base_offset != expected:
-                    problem = f"batch has base offset {header.base_offset}, expected {expected}"
-                if problem is None and header.epoch < epoch:
-                    problem = f"batch epoch {header.epoch} is below the previous epoch {epoch}"
-                if problem is not None:
-                    raise _damaged(path, position, expected, problem)
-                end = position + header.size
-                if end > size:
-                    torn = f"batch of {header.size} bytes runs past the end of the file"
-                    break
-                if headers_only:
-                    f.seek(end)
-                    batch = Batch(
-                        header.base_offset, header.epoch, (), header.append_time_ms, header.control
-                    )
-                else:
-                    data = head + f.read(header.payload_length)
-                    if not payload_crc_ok(data, 0, header):
-                        if end == size or _rest_is_zero(f, end):
-                            torn = "last batch fails its CRC"
-                            break
-                        raise _damaged(path, position, expected, "batch CRC mismatch")
-                    batch = decode_batch(data, 0, header)
-                epoch = header.epoch
-                expected = header.next_offset
-                report.end_offset = expected
-                position = end
+    try:
+        for reader in read_log(directory, payloads=not headers_only):
+            for found in reader:
+                batch = found.header_only() if headers_only else found.decode()
+                report.end_offset = found.header.next_offset
                 yield batch
-        if torn is not None:
-            if not is_tail:
-                raise _damaged(path, position, expected, f"torn inside the log ({torn})")
-            report.torn_reason = f"{path.name}: {torn}"
+            if reader.torn_reason is not None:
+                report.torn_reason = f"{reader.path.name}: {reader.torn_reason}"
+    except LogCorruptionError as err:
+        raise _damaged(err) from None
 
 
 # ---------------------------------------------------------------- online log

@@ -18,6 +18,7 @@ from quorum.log.errors import LogCorruptionError
 from quorum.log.offset_index import OffsetIndex
 from quorum.log.scan import SegmentScan, scan_segment
 from quorum.log.segment import INDEX_SUFFIX, index_file_name, log_file_name, parse_log_file_name
+from quorum.log.segment_reader import check_follows
 
 CHECKPOINT_FILE = "log-start-offset.checkpoint"
 EPOCH_CACHE_FILE = "leader-epoch-checkpoint"
@@ -64,16 +65,7 @@ def plan_recovery(
     previous_epoch = -1
     for i, base in enumerate(bases):
         path = directory / log_file_name(base)
-        if scans and (
-            base < scans[-1].next_offset or (base > scans[-1].next_offset and not offset_gaps)
-        ):
-            previous = scans[-1]
-            raise LogCorruptionError(
-                path,
-                f"segment starts at offset {base} but {previous.path.name} ends at offset "
-                f"{previous.next_offset}: a segment is missing or was cut",
-                offset=base,
-            )
+        check_follows(scans[-1] if scans else None, path, base, offset_gaps)
         scan = scan_segment(
             path,
             base,
