@@ -49,6 +49,11 @@ RULES = {
         allowed=("quorum.authz", "quorum.common", "quorum.controller.api_errors"),
     ),
     "quorum never imports broker_agent": Rule(("quorum/",), ("broker_agent",)),
+    "segment files are read only through the log's one reader": Rule(
+        ("quorum/cli/", "quorum/server/", "broker_agent/partitions/compare.py", "analytics/"),
+        ("quorum.log.scan", "quorum.log.segment", "quorum.log.batch_format"),
+        allowed=("quorum.log.segment_reader",),
+    ),
     "log never imports controller or server": Rule(
         ("quorum/log/",), ("quorum.controller", "quorum.server", "grpc")
     ),
@@ -209,6 +214,16 @@ def test_no_forbidden_arrow(name: str) -> None:
             "the Kafka edge reads the image, never the server or the controller's write side",
             "broker_agent/kafka/x.py",
             "from quorum.controller.acl_actions import requirements\n",
+        ),
+        (
+            "segment files are read only through the log's one reader",
+            "quorum/cli/x.py",
+            "from quorum.log.batch_format import parse_header\n",
+        ),
+        (
+            "segment files are read only through the log's one reader",
+            "quorum/cli/x.py",
+            "from quorum.log.scan import scan_segment\n",
         ),
         (
             "quorum never imports broker_agent",

@@ -18,36 +18,23 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from broker_agent.partitions.record_codec import UnsupportedCompression, records_of, value_of
-from quorum.log.batch_format import (
-    HEADER_SIZE,
-    HeaderChecksumError,
-    OpaqueBatch,
-    decode_batch,
-    parse_header,
-    payload_crc_ok,
-)
-from quorum.log.segment import parse_log_file_name
+from quorum.log.errors import LogCorruptionError
+from quorum.log.segment_reader import SegmentReader, segment_files
 
 
 def stored_batches(directory: Path) -> Iterator[tuple[int, int, bytes]]:
-    """(base offset, next offset, Kafka batch bytes) of every whole, valid batch."""
-    bases = sorted(
-        b for b in (parse_log_file_name(p.name) for p in directory.glob("*.log")) if b is not None
-    )
-    for base in bases:
-        data = (directory / f"{base:020d}.log").read_bytes()
-        position = 0
-        while position + HEADER_SIZE <= len(data):
-            try:
-                header = parse_header(data, position)
-            except HeaderChecksumError:
-                break
-            if position + header.size > len(data) or not payload_crc_ok(data, position, header):
-                break
-            batch = decode_batch(data, position, header)
-            if isinstance(batch, OpaqueBatch):
-                yield batch.base_offset, batch.next_offset, batch.payload
-            position += header.size
+    """(base offset, next offset, Kafka batch bytes) of every whole, valid batch,
+    read by the log's one segment reader; each segment is read up to its first
+    damaged or unfinished batch (a tail still being written is not an error here)."""
+    for base, path in segment_files(directory):
+        reader = SegmentReader(path, base, -1, is_tail=True, offset_gaps=True)
+        try:
+            for found in reader:
+                if found.opaque:
+                    header = found.header
+                    yield header.base_offset, header.next_offset, found.decode().records[0]
+        except LogCorruptionError:
+            continue
 
 
 def compare_replicas(directories: Sequence[Path], upper_offset: int) -> list[str]:

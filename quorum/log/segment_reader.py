@@ -36,6 +36,7 @@ from typing import BinaryIO, Protocol
 
 from quorum.log.batch_format import (
     HEADER_SIZE,
+    MAGIC_OPAQUE,
     BatchHeader,
     HeaderChecksumError,
     decode_batch,
@@ -62,6 +63,11 @@ class BatchOnDisk:
 
     def decode(self) -> Batch:
         return decode_batch(self.buffer, self.at, self.header)
+
+    @property
+    def opaque(self) -> bool:
+        """A data-plane batch (magic 2): one Kafka record batch as produced."""
+        return self.header.magic == MAGIC_OPAQUE
 
     def header_only(self) -> Batch:
         """The batch without its records: enough to learn offsets and epochs."""
