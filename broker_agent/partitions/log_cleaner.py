@@ -50,7 +50,7 @@ from broker_agent.partitions.record_codec import (
     scan_keys,
 )
 from quorum.log.batch_format import OpaqueBatch
-from quorum.log.file_log import SegmentInfo
+from quorum.log.segment import SegmentInfo
 
 log = logging.getLogger(__name__)
 

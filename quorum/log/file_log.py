@@ -33,7 +33,6 @@ import os
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -43,9 +42,11 @@ from quorum.log.batch_format import BatchHeader, encode_batch_parts
 from quorum.log.checkpoint import LogStartCheckpoint, write_checkpoint
 from quorum.log.dir_lock import lock_directory
 from quorum.log.epoch_cache import UNDEFINED, EpochEntry, LeaderEpochCache
+from quorum.log.log_opening import open_segments, reconcile_epoch_cache
+from quorum.log.pending_flush import PendingFlush
 from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
 from quorum.log.retention import LogRetention, RetiredSegment
-from quorum.log.segment import Segment, index_file_name, log_file_name
+from quorum.log.segment import Segment, SegmentInfo, index_file_name, log_file_name
 from quorum.log.segment_swap import (
     CleanedSegment,
     CleanedSegmentWriter,
@@ -60,14 +61,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 MAX_SEGMENT_BYTES = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    base_offset: int
-    next_offset: int
-    size_bytes: int
-    last_append_time_ms: int
 
 
 class FileLogStore:
@@ -257,7 +250,9 @@ class FileLogStore:
             sync_directory, self._directory_unsynced = self._directory_unsynced, False
             size, self._unsynced_bytes = self._unsynced_bytes, 0
             self._flush_in_flight = True
-            return PendingFlush(self, self.end_offset, segments, sync_directory, size)
+            return PendingFlush(
+                self.end_offset, segments, sync_directory, size, self._complete_flush
+            )
 
     def read(self, offset: int, max_bytes: int) -> list[Batch]:
         """Whole batches from the one holding `offset`: at least one, then as
@@ -441,72 +436,20 @@ class FileLogStore:
             self._finish_reset(snapshot)
             return
         self._snapshot = snapshot
-        for scan in plan.scans:
-            self._segments.append(
-                Segment(
-                    self.directory,
-                    scan.base_offset,
-                    self.index_interval_bytes,
-                    next_offset=scan.next_offset,
-                    size=scan.file_size,
-                    index_entries=scan.index_entries,
-                    last_append_time_ms=scan.last_append_time_ms,
-                )
-            )
-        torn = plan.torn_tail
-        if torn is not None:
-            log.warning(
-                "%s: cut a torn tail of %d bytes at byte %d (offset %d): %s",
-                torn.path,
-                torn.file_size - torn.valid_bytes,
-                torn.valid_bytes,
-                torn.next_offset,
-                torn.torn_reason or "an incomplete batch",
-            )
-            self._segments[-1].truncate(torn.valid_bytes, torn.next_offset)
-        for segment in self._segments:
-            if segment.base_offset in plan.stale_indexes:
-                segment.rewrite_index()
-        if self._segments:
-            if self.sync_on_open:
-                # What a crashed process left in the page cache is on disk only
-                # once synced; the tail is the only segment that can hold any.
-                self._segments[-1].sync()
-        else:
-            start = snapshot.end_offset if snapshot else 0
-            self._segments.append(self._new_segment(start))
-        if plan.leftover_files or not plan.scans:
-            fsync_dir(self.directory)
+        self._segments = open_segments(
+            self.directory, plan, self.index_interval_bytes, sync_on_open=self.sync_on_open
+        )
         self._start_offset = self._compute_start_offset()
-        self._epochs = self._reconcile_epoch_cache(plan.epoch_starts)
+        self._epochs = reconcile_epoch_cache(
+            self._epochs.path,
+            plan.epoch_starts,
+            self._start_offset,
+            self.end_offset,
+            offset_gaps=self.offset_gaps,
+            sync_on_open=self.sync_on_open,
+        )
         self._durable_end = self.end_offset
         self._enforce_retention(None)
-
-    def _reconcile_epoch_cache(self, epoch_starts: list[tuple[int, int]]) -> LeaderEpochCache:
-        """The stored cache if it says what the log says, else one rebuilt from the log."""
-        derived = LeaderEpochCache(self._epochs.path)
-        for epoch, start_offset in epoch_starts:
-            derived.assign(epoch, start_offset)
-        derived.truncate_from_start(self._start_offset, self.end_offset)
-        stored = LeaderEpochCache.load(self._epochs.path)
-        if stored is not None and stored.entries == derived.entries:
-            return stored
-        if stored is None and not derived.entries and not self._epochs.path.exists():
-            # A new, empty log: no file already means an empty cache, and writing
-            # one cost two fsyncs, most of creating a log (a broker given 1,000
-            # partitions at once spent seconds of its event loop on them).
-            return derived
-        if stored is not None and self.offset_gaps and _agrees(stored, epoch_starts):
-            # Compaction may have removed an epoch's first batches (or all of
-            # them): the stored cache still knows where each epoch began.
-            stored.truncate_from_end(self.end_offset)
-            stored.truncate_from_start(self._start_offset, self.end_offset)
-            if self.sync_on_open:
-                stored.persist_if_dirty()
-            return stored
-        if self.sync_on_open:
-            derived.persist()
-        return derived  # dirty: written at the next truncation, swap or flush
 
     def _finish_reset(self, snapshot_id: SnapshotId) -> None:
         self._segments = [self._new_segment(snapshot_id.end_offset)]
@@ -650,42 +593,3 @@ class FileLogStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
-
-
-def _agrees(cache: LeaderEpochCache, epoch_starts: list[tuple[int, int]]) -> bool:
-    """Whether every epoch change the log shows is where the cache puts that epoch."""
-    entries = cache.entries
-    starts = [e.start_offset for e in entries]
-    for epoch, offset in epoch_starts:
-        i = bisect_right(starts, offset) - 1
-        if i < 0 or entries[i].epoch != epoch:
-            return False
-    return True
-
-
-class PendingFlush:
-    """A flush whose scope `FileLogStore.begin_flush` fixed: `complete()` makes
-    everything below `end_offset` durable, `size` bytes appended since the last
-    flush. It must be completed exactly once; the log refuses to truncate or
-    delete segments until it is."""
-
-    def __init__(
-        self,
-        log: FileLogStore,
-        end_offset: int,
-        segments: list[Segment],
-        sync_directory: bool,
-        size: int,
-    ) -> None:
-        self.end_offset = end_offset
-        self.segments = segments
-        self.sync_directory = sync_directory
-        self.size = size
-        self._log = log
-        self._completed = False
-
-    def complete(self) -> None:
-        if self._completed:
-            raise RuntimeError("flush already completed")
-        self._completed = True
-        self._log._complete_flush(self)

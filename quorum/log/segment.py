@@ -11,6 +11,7 @@ import os
 import re
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from quorum.common.fsutil import pread_exact, sync_file, write_all, writev_all
@@ -43,6 +44,16 @@ def index_file_name(base_offset: int) -> str:
 def parse_log_file_name(name: str) -> int | None:
     match = _NAME.match(name)
     return int(match.group(1)) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What a caller's retention or cleaning policy sees of a segment."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    last_append_time_ms: int
 
 
 class Segment:
