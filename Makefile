@@ -75,7 +75,7 @@ nats-server:
 	  --no-install-recommends nats-server; }
 
 # The group coordinator's pure core (no I/O), held to the same bar as the Raft core.
-GROUPS_CORE = $(addprefix broker_agent/groups/,state.py group.py effects.py machine.py \
+GROUPS_CORE = $(addprefix broker_agent/groups/,state.py group.py effects.py machine.py offsets.py \
 	persist.py records.py placement.py)
 
 test: setup promtool kcat nats-server

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from broker_agent.groups import records as rec
 from broker_agent.groups.effects import (
     NO_GENERATION,
     PARKED,
@@ -37,8 +36,8 @@ from broker_agent.groups.effects import (
     Write,
     new_member_id,
 )
-from broker_agent.groups.group import Group, GroupConfig, Member, OffsetEntry, elect_protocol
-from broker_agent.groups.persist import group_record, load_groups
+from broker_agent.groups.group import Group, GroupConfig, Member, elect_protocol
+from broker_agent.groups.offsets import GroupOffsets
 from broker_agent.groups.state import GroupState
 
 __all__ = [
@@ -60,16 +59,16 @@ __all__ = [
 # --------------------------------------------------------------- the machine
 
 
-class GroupMachine:
-    """Every group of the offsets partitions this broker leads and has loaded."""
+class GroupMachine(GroupOffsets):
+    """Every group of the offsets partitions this broker leads and has loaded:
+    the membership protocol here, their offsets and records in `GroupOffsets`."""
 
     def __init__(
         self,
         config: GroupConfig | None = None,
         member_ids: Callable[[str], str] = new_member_id,
     ) -> None:
-        self.config = config or GroupConfig()
-        self.groups: dict[str, Group] = {}
+        super().__init__(config)
         self.member_ids = member_ids
         self.rebalances = 0  # started
         # Told how long each finished rebalance took, in ms (the metrics).
@@ -382,10 +381,6 @@ class GroupMachine:
     def _sync_answer(group: Group, member: Member) -> SyncAnswer:
         return SyncAnswer(ErrorCode.none, group.protocol_type, group.protocol, member.assignment)
 
-    @staticmethod
-    def _fenced(group: Group, member_id: str, instance: str | None) -> bool:
-        return instance is not None and group.static.get(instance) != member_id
-
     # ----------------------------------------------------------- heartbeat
 
     def heartbeat(
@@ -514,17 +509,6 @@ class GroupMachine:
             effects += self._expire_offsets(group, now)
         return effects
 
-    def _expire_offsets(self, group: Group, now: int) -> list[Effect]:
-        """offsets.retention.minutes: an empty group's offsets expire that long after
-        it became empty (Kafka 2.1+, KIP-211)."""
-        if group.state is not GroupState.EMPTY or not group.offsets:
-            return []
-        if now - group.state_timestamp < self.config.offsets_retention_ms:
-            return []
-        tombstones = tuple((rec.offset_key(group.group_id, t, p), None) for t, p in group.offsets)
-        group.offsets.clear()
-        return [Write(group.group_id, tombstones)]
-
     def next_deadline(self) -> int | None:
         """When `tick` next has something to do (the driver sleeps until then)."""
         deadlines: list[int] = []
@@ -541,116 +525,7 @@ class GroupMachine:
                 deadlines.append(g.sync_deadline)
         return min(deadlines, default=None)
 
-    # ---------------------------------------------------------------- offsets
-
-    def commit(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        generation: int,
-        offsets: list[tuple[str, int, int, int, str | None]],
-        now: int,
-    ) -> CommitPlan:
-        """OffsetCommit's checks, in Kafka's order; offsets take effect on `apply`."""
-
-        def refused(error: ErrorCode) -> CommitPlan:
-            return CommitPlan(error, {(t, p): error for t, p, *_ in offsets}, (), {})
-
-        if not group_id:
-            return refused(ErrorCode.invalid_group_id)
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                # A member of a group this coordinator does not know (Kafka: the
-                # generation check fails for an unknown group).
-                return refused(ErrorCode.illegal_generation)
-            group = self.groups[group_id] = Group(group_id, state_timestamp=now)
-        if group.state is GroupState.DEAD:
-            return refused(ErrorCode.coordinator_not_available)
-        if not (generation < 0 and group.state is GroupState.EMPTY):
-            if self._fenced(group, member_id, group_instance_id):
-                return refused(ErrorCode.fenced_instance_id)
-            if group.state is GroupState.COMPLETING_REBALANCE:
-                return refused(ErrorCode.rebalance_in_progress)
-            if member_id not in group.members:
-                return refused(ErrorCode.unknown_member_id)
-            if generation != group.generation:
-                return refused(ErrorCode.illegal_generation)
-            member = group.members[member_id]
-            member.heartbeat_deadline = now + member.session_timeout_ms
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        accepted: dict[tuple[str, int], OffsetEntry] = {}
-        for topic, partition, offset, epoch, metadata in offsets:
-            text = metadata or ""
-            if len(text.encode()) > self.config.offset_metadata_max_bytes:
-                errors[(topic, partition)] = ErrorCode.offset_metadata_too_large
-                continue
-            entry = OffsetEntry(offset, epoch, text, now)
-            errors[(topic, partition)] = ErrorCode.none
-            accepted[(topic, partition)] = entry
-            records.append(
-                (
-                    rec.offset_key(group_id, topic, partition),
-                    rec.offset_value(rec.OffsetValue(offset, epoch, text, now)),
-                )
-            )
-        return CommitPlan(ErrorCode.none, errors, tuple(records), accepted)
-
-    def apply(self, group_id: str, accepted: dict[tuple[str, int], OffsetEntry]) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and group.state is not GroupState.DEAD:
-            group.offsets.update(accepted)
-
-    def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, int]] | None
-    ) -> dict[tuple[str, int], OffsetEntry | None]:
-        """Committed offsets (None: nothing committed); `partitions` None: all."""
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
-        if partitions is None:
-            return dict(sorted(offsets.items()))
-        return {tp: offsets.get(tp) for tp in partitions}
-
-    def delete_offsets(
-        self,
-        group_id: str,
-        partitions: list[tuple[str, int]],
-        subscribed: Callable[[Group], set[str]],
-    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode], list[Effect]]:
-        """OffsetDelete: refused for topics the group's members still consume."""
-        group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.group_id_not_found, {}, []
-        topics = subscribed(group) if group.state is not GroupState.EMPTY else set()
-        errors: dict[tuple[str, int], ErrorCode] = {}
-        tombstones = []
-        for topic, partition in partitions:
-            if topic in topics:
-                errors[(topic, partition)] = ErrorCode.group_subscribed_to_topic
-                continue
-            errors[(topic, partition)] = ErrorCode.none
-            if group.offsets.pop((topic, partition), None) is not None:
-                tombstones.append((rec.offset_key(group_id, topic, partition), None))
-        effects: list[Effect] = [Write(group_id, tuple(tombstones))] if tombstones else []
-        return ErrorCode.none, errors, effects
-
     # ----------------------------------------------------------- administration
-
-    def delete_group(self, group_id: str, now: int) -> tuple[ErrorCode, list[Effect]]:
-        group = self.groups.get(group_id)
-        if not group_id:
-            return ErrorCode.invalid_group_id, []
-        if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.group_id_not_found, []
-        if group.state is not GroupState.EMPTY:
-            return ErrorCode.non_empty_group, []
-        records = [(rec.offset_key(group_id, t, p), None) for t, p in group.offsets]
-        records.append((rec.group_key(group_id), None))
-        group.transition(GroupState.DEAD, now)
-        del self.groups[group_id]
-        return ErrorCode.none, [Write(group_id, tuple(records))]
 
     def unload(self, group_ids: Iterable[str], now: int) -> list[Effect]:
         """This broker no longer leads their partition: parked requests get
@@ -676,18 +551,6 @@ class GroupMachine:
                     )
             group.transition(GroupState.DEAD, now)
         return effects
-
-    # ------------------------------------------------------------------ loading
-
-    def load(self, entries: Iterable[tuple[bytes, bytes | None]], now: int) -> int:
-        """Replay one offsets partition's records (see `persist.load_groups`);
-        returns how many records did not parse and were skipped."""
-        groups, skipped = load_groups(entries, now)
-        self.groups.update(groups)
-        return skipped
-
-    def _group_record(self, group: Group, now: int) -> tuple[bytes, bytes | None]:
-        return group_record(group, now)
 
 
 def _replace_answer(answer: JoinAnswer, *, skip_assignment: bool) -> JoinAnswer:
