@@ -46,7 +46,8 @@ from broker_agent.partitions.partition_log import LogConfig, PartitionLog
 from broker_agent.partitions.producer_state import ProducerStateTable
 from broker_agent.partitions.record_batch import split_batches
 from broker_agent.partitions.record_codec import write_varint
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.common.fsutil import sync_file
 
 SEGMENT_BYTES = 16 << 20

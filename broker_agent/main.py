@@ -27,7 +27,8 @@ from broker_agent.metrics import AgentMetrics
 from broker_agent.partitions.api import LeaderFetchClient
 from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition_log import LogConfig
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminError
 from quorum.common import process
 from quorum.common.channels import ListenerError

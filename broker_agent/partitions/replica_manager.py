@@ -33,17 +33,15 @@ that does not lead answers NOT_LEADER_OR_FOLLOWER. HW, ISR and truncation
 decisions are `broker_agent.replication`'s; this class does the I/O and waits.
 Followers fetch through the `LeaderFetchClient` seam (none: they do not fetch).
 
-New replicas' logs: creating one costs fsyncs (its first segment, its
-directory), ~10 ms each under load, and opening an existing one a scan of its
-tail (no syncs: see `FileLogStore`'s `sync_on_open`), so the agent asks for
-them to be opened in worker threads (`open_in_background`, in chunks of
-`OPEN_CHUNK` on `OPEN_THREADS` threads): the event loop keeps answering (a
-forwarded CreateTopics of 100 topics waited for ~33 opens before), and each
-chunk's replicas join at the latest metadata once open, so a restarted broker's
-first followers fetch while the rest still open. Meanwhile, as in Kafka for a partition its
-metadata has but its replica manager does not yet host, a Produce or Fetch for
-one waits for the open (within its own timeout) and the other requests get
-NOT_LEADER_OR_FOLLOWER (retriable).
+New replicas' logs are opened in worker threads (`log_opener.py`) when the
+agent asks (`open_in_background`), so the event loop keeps answering; meanwhile
+a Produce or Fetch for such a replica waits for the open (within its own
+timeout) and the other requests get NOT_LEADER_OR_FOLLOWER (retriable).
+
+Split by job: the settings in `replica_config.py`, what a Produce is refused
+in `produce_checks.py`, a Fetch's answer and long poll in `fetch_path.py`, the
+offset lookups in `offset_lookups.py`; this class keeps the replicas and their
+roles, the appends and the acks wait, the HW and the ISR changes.
 """
 
 from __future__ import annotations
@@ -53,19 +51,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
 from broker_agent.partitions.api import (
     CONSUMER_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
     NO_LEADER_EPOCH,
     AppendResult,
-    DivergingEpoch,
     EpochEndOffsetResult,
     FetchPartition,
     FetchPartitionResult,
@@ -76,16 +69,19 @@ from broker_agent.partitions.api import (
 )
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment, view_for_broker
 from broker_agent.partitions.cleaner_task import CleanerTask
+from broker_agent.partitions.fetch_path import long_poll, read_partition
 from broker_agent.partitions.fetcher import FollowerFetcher
-from broker_agent.partitions.log_cleaner import CleanerConfig
+from broker_agent.partitions.log_opener import BackgroundOpener, OpenedLog
+from broker_agent.partitions.offset_lookups import epoch_end_offset, offset_at
 from broker_agent.partitions.partition import Partition, Role
 from broker_agent.partitions.partition_log import LogConfig, PartitionLog, directory_name
+from broker_agent.partitions.produce_checks import refuse_before_append
 from broker_agent.partitions.producer_state import ProducerStateTable, SequenceCheck
 from broker_agent.partitions.record_batch import InvalidRecordBatch, split_batches
-from broker_agent.partitions.record_codec import keyless_record
+from broker_agent.partitions.replica_config import ReplicaConfig, log_config_for
 from broker_agent.replication import leader as rules
-from broker_agent.replication.acks import AcksOutcome, check_before_append, check_replicated
-from broker_agent.replication.follower import TruncationMode, diverging_epoch
+from broker_agent.replication.acks import AcksOutcome, check_replicated
+from broker_agent.replication.follower import TruncationMode
 from quorum.controller.metadata_image import MetadataImage
 
 log = logging.getLogger(__name__)
@@ -97,73 +93,10 @@ SEQUENCE_ERRORS = {
 # Partitions per AlterPartition: well below the controllers' default
 # `controller.max.partitions.per.request` (10,000); more wait for the next one.
 ISR_CHANGES_PER_REQUEST = 1_000
-# Replicas' logs opened per worker-thread job, and the threads opening them.
-OPEN_CHUNK = 50
-OPEN_THREADS = 4
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaConfig:
-    """Broker-level settings (Kafka's names); topic configs override the log ones."""
-
-    replica_lag_time_max_ms: int = 30_000
-    message_max_bytes: int = 1024 * 1024 + 12
-    log: LogConfig = field(default_factory=LogConfig)
-    replica_fetch_max_bytes: int = 1024 * 1024
-    replica_fetch_response_max_bytes: int = 10 * 1024 * 1024
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_backoff_ms: int = 1_000
-    tick_interval_ms: int | None = 1_000  # None: the caller ticks (tests)
-    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenedLog:
-    """A replica's log opened (maybe in a worker thread), before it joins."""
-
-    assignment: PartitionAssignment
-    log: PartitionLog
-    producers: ProducerStateTable
-    high_watermark: int
-
-
-def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str, str]) -> LogConfig:
-    """A topic's log settings: its configs over the broker's defaults."""
-
-    def num(key: str, default: int) -> int:
-        try:
-            return int(topic[key]) if key in topic else default
-        except ValueError:
-            return default
-
-    def ratio(key: str, default: float) -> float:
-        try:
-            value = float(topic[key]) if key in topic else default
-        except ValueError:
-            return default
-        return value if 0.0 <= value <= 1.0 else default
-
-    return LogConfig(
-        segment_bytes=num("segment.bytes", defaults.segment_bytes),
-        retention_ms=num("retention.ms", defaults.retention_ms),
-        retention_bytes=num("retention.bytes", defaults.retention_bytes),
-        max_message_bytes=num("max.message.bytes", message_max_bytes),
-        min_insync_replicas=num("min.insync.replicas", defaults.min_insync_replicas),
-        flush_interval_messages=num("flush.messages", defaults.flush_interval_messages),
-        flush_interval_ms=num("flush.ms", defaults.flush_interval_ms),
-        cleanup_policy=topic.get("cleanup.policy", defaults.cleanup_policy),
-        min_cleanable_dirty_ratio=ratio(
-            "min.cleanable.dirty.ratio", defaults.min_cleanable_dirty_ratio
-        ),
-        min_compaction_lag_ms=num("min.compaction.lag.ms", defaults.min_compaction_lag_ms),
-        max_compaction_lag_ms=num("max.compaction.lag.ms", defaults.max_compaction_lag_ms),
-        delete_retention_ms=num("delete.retention.ms", defaults.delete_retention_ms),
-        segment_ms=num("segment.ms", defaults.segment_ms),
-    )
 
 
 class ReplicaManager:
@@ -191,10 +124,13 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._closed = False
-        # Replicas whose logs a worker thread is opening; done once they joined.
-        self._opening: dict[tuple[str, int], asyncio.Future[None]] = {}
-        self._open_jobs: set[asyncio.Future[list[OpenedLog]]] = set()
-        self._open_pool: ThreadPoolExecutor | None = None
+        # Replicas whose logs a worker thread is opening.
+        self._opener = BackgroundOpener(
+            broker_id,
+            lambda assignment, config, now: self._open_log(assignment, config, now),
+            self._join_opened,
+            lambda: self._closed,
+        )
         self._view: MetadataView | None = None
         # ISR changes waiting for the AlterPartition in flight (one at a time).
         self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
@@ -220,17 +156,7 @@ class ReplicaManager:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for job in list(self._open_jobs):  # logs a worker thread still opens
-            with contextlib.suppress(Exception):
-                for opened in await job:
-                    if not isinstance(opened, BaseException):
-                        opened.log.close()
-        for waiter in self._opening.values():
-            if not waiter.done():
-                waiter.set_result(None)
-        self._opening.clear()
-        if self._open_pool is not None:
-            self._open_pool.shutdown(wait=False)
+        await self._opener.close()  # logs a worker thread still opens
         for p in self.partitions.values():
             p.notify()
             p.log.checkpoint_high_watermark(p.high_watermark, sync=True)
@@ -272,7 +198,7 @@ class ReplicaManager:
             part = self.partitions.get(key)
             if part is None:
                 if open_in_background:
-                    if open_new and key not in self._opening:
+                    if open_new and key not in self._opener.opening:
                         to_open.append((assignment, config))
                     continue
                 part = self._join(assignment, self._open_log(assignment, config, now))
@@ -284,7 +210,7 @@ class ReplicaManager:
             part.log.config = config
             self._apply_assignment(part, assignment, now)
         if to_open:
-            self._open_in_background(to_open, now)
+            self._opener.open(to_open, now)
         if self.fetcher is not None:
             self.fetcher.wake()
 
@@ -308,74 +234,26 @@ class ReplicaManager:
         self.partitions[(assignment.topic, assignment.partition)] = part
         return part
 
-    def _open_in_background(
-        self, items: list[tuple[PartitionAssignment, LogConfig]], now: int
-    ) -> None:
-        """In chunks on a few threads: the first replicas join (and their
-        followers fetch) while the rest still open, and the opens' system calls
-        overlap (a restarted broker opens all its replicas at once)."""
-        for start in range(0, len(items), OPEN_CHUNK):
-            self._open_chunk(items[start : start + OPEN_CHUNK], now)
-
-    def _open_chunk(self, items: list[tuple[PartitionAssignment, LogConfig]], now: int) -> None:
-        loop = asyncio.get_running_loop()
-
-        def open_all() -> list[OpenedLog | BaseException]:
-            out: list[OpenedLog | BaseException] = []
-            for assignment, config in items:
-                try:
-                    out.append(self._open_log(assignment, config, now))
-                except Exception as exc:  # one bad directory must not keep the others out
-                    out.append(exc)
-            return out
-
-        keys = [(a.topic, a.partition) for a, _ in items]
-        for key in keys:
-            self._opening[key] = loop.create_future()
-        if self._open_pool is None:
-            self._open_pool = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="log-open")
-        job = loop.run_in_executor(self._open_pool, open_all)
-        self._open_jobs.add(job)
-        job.add_done_callback(lambda done: self._opened(keys, done))
-
-    def _opened(
-        self, keys: list[tuple[str, int]], job: asyncio.Future[list[OpenedLog | BaseException]]
+    def _join_opened(
+        self, keys: list[tuple[str, int]], results: list[OpenedLog | BaseException]
     ) -> None:
         """On the loop: the opened replicas join, at the latest metadata."""
-        if self._closed or job.cancelled():
-            return  # close() closes what the job opened
-        self._open_jobs.discard(job)
-        waiters = [self._opening.pop(key) for key in keys if key in self._opening]
-        try:
-            results = job.result()
-            for key, opened in zip(keys, results, strict=True):
-                if isinstance(opened, BaseException):
-                    log.error(
-                        "broker %d: cannot open the log of %s-%d: %s",
-                        self.broker_id, *key, opened,
-                    )  # fmt: skip
-                    continue
-                self._join(opened.assignment, opened)
-            log.info(
-                "broker %d: opened %d replicas' logs; %d still opening",
-                self.broker_id, len(keys), len(self._opening),
-            )  # fmt: skip
-            if self._view is not None:
-                # Roles at the newest metadata; deletes a replica that left meanwhile.
-                # A log that failed to open is tried again at the next metadata.
-                self._apply_view(self._view, True, open_new=False)
-        except Exception:
-            log.exception("broker %d: opening new replicas failed", self.broker_id)
-        finally:
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-
-    async def _until_open(self, keys: Sequence[tuple[str, int]], timeout_s: float) -> None:
-        """Wait (bounded) for replicas whose logs are being opened."""
-        waiters = {self._opening[k] for k in keys if k in self._opening}
-        if waiters:
-            await asyncio.wait(waiters, timeout=max(timeout_s, 0.0))
+        for key, opened in zip(keys, results, strict=True):
+            if isinstance(opened, BaseException):
+                log.error(
+                    "broker %d: cannot open the log of %s-%d: %s",
+                    self.broker_id, *key, opened,
+                )  # fmt: skip
+                continue
+            self._join(opened.assignment, opened)
+        log.info(
+            "broker %d: opened %d replicas' logs; %d still opening",
+            self.broker_id, len(keys), len(self._opener.opening),
+        )  # fmt: skip
+        if self._view is not None:
+            # Roles at the newest metadata; deletes a replica that left meanwhile.
+            # A log that failed to open is tried again at the next metadata.
+            self._apply_view(self._view, True, open_new=False)
 
     def _delete(self, key: tuple[str, int]) -> None:
         part = self.partitions.pop(key)
@@ -432,7 +310,7 @@ class ReplicaManager:
     ) -> tuple[Partition | None, ErrorCode]:
         part = self.partitions.get((topic, partition))
         if part is None:
-            if (topic, partition) in self._opening:
+            if (topic, partition) in self._opener.opening:
                 return None, ErrorCode.not_leader_or_follower  # metadata has it, not yet here
             return None, ErrorCode.unknown_topic_or_partition
         if current_leader_epoch != NO_LEADER_EPOCH:
@@ -461,7 +339,7 @@ class ReplicaManager:
         """Produce to one partition (Kafka's `appendRecords` for one partition)."""
         if acks not in (-1, 0, 1):
             return AppendResult(ErrorCode.invalid_required_acks)
-        await self._until_open([(topic, partition)], timeout_ms / 1000)
+        await self._opener.until_open([(topic, partition)], timeout_ms / 1000)
         part, error = self._lookup(topic, partition, NO_LEADER_EPOCH)
         if part is None:
             return AppendResult(error)
@@ -471,36 +349,9 @@ class ReplicaManager:
         except InvalidRecordBatch as exc:
             code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
             return AppendResult(code, error_message=str(exc))
-        for header, data in batches:
-            if len(data) > config.max_message_bytes:
-                return AppendResult(
-                    ErrorCode.message_too_large,
-                    error_message=f"batch of {len(data)} bytes is over max.message.bytes "
-                    f"{config.max_message_bytes}",
-                )
-            if header.is_transactional or header.is_control:
-                return AppendResult(
-                    ErrorCode.invalid_record, error_message="transactions are not supported"
-                )
-            try:
-                keyless = config.compact and keyless_record(data)
-            except InvalidRecordBatch as exc:
-                return AppendResult(ErrorCode.corrupt_message, error_message=str(exc))
-            if keyless:
-                return AppendResult(
-                    ErrorCode.invalid_record,
-                    error_message=f"Compacted topic cannot accept message without key in "
-                    f"topic partition {topic}-{partition}.",
-                )
-        if (
-            check_before_append(acks, len(part.isr), config.min_insync_replicas)
-            is AcksOutcome.NOT_ENOUGH_REPLICAS
-        ):
-            return AppendResult(
-                ErrorCode.not_enough_replicas,
-                error_message=f"ISR {list(part.isr)} is smaller than min.insync.replicas "
-                f"{config.min_insync_replicas}",
-            )
+        refused = refuse_before_append(topic, partition, batches, acks, part.isr, config)
+        if refused is not None:
+            return refused
         # Idempotent producers: one batch per request in practice (as Kafka requires).
         for header, _ in batches:
             verdict, stored = part.producers.check(header)
@@ -569,101 +420,31 @@ class ReplicaManager:
         and move the HW and ISR. Long-polls until `min_bytes` or `max_wait_ms`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_wait_ms / 1000  # a real wait, whatever the clock
-        await self._until_open([(p.topic, p.partition) for p in partitions], max_wait_ms / 1000)
-        first_hws: list[int] | None = None
-        while True:
-            # Only the requested partitions can change this answer: waiting on every
-            # hosted one cost a task per partition per parked fetch at each wake-up
-            # (100 consumers on a 100-partition topic: seconds of a broker's CPU).
-            waits = [
+        await self._opener.until_open(
+            [(p.topic, p.partition) for p in partitions], max_wait_ms / 1000
+        )
+        # Only the requested partitions can change this answer: waiting on every
+        # hosted one cost a task per partition per parked fetch at each wake-up
+        # (100 consumers on a 100-partition topic: seconds of a broker's CPU).
+        return await long_poll(
+            lambda: [
                 part.changed
                 for request in partitions
                 if (part := self.partitions.get((request.topic, request.partition))) is not None
-            ]
-            results = [self._fetch_one(replica_id, request) for request in partitions]
-            size = sum(len(r.records) for r in results)
-            hws = [r.high_watermark for r in results]
-            # A follower also wants a moved HW at once (it is what acks=all waits for).
-            hw_moved = (
-                first_hws is not None
-                and replica_id != CONSUMER_REPLICA_ID
-                and any(h > f for h, f in zip(hws, first_hws, strict=True))
-            )
-            first_hws = hws if first_hws is None else first_hws
-            done = (
-                size >= min_bytes
-                or hw_moved
-                or any(r.error is not ErrorCode.none or r.diverging_epoch for r in results)
-                or loop.time() >= deadline
-                or self._closed
-            )
-            if done:
-                return self._trim(results, max_bytes)
-            remaining = (deadline - loop.time()) * 1000
-            if not waits:  # nothing asked for is hosted here: only the deadline ends it
-                await asyncio.sleep(remaining / 1000)
-                continue
-            wakers = [asyncio.ensure_future(e.wait()) for e in waits]
-            try:
-                await asyncio.wait(
-                    wakers, timeout=remaining / 1000, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                for w in wakers:
-                    w.cancel()
-
-    @staticmethod
-    def _trim(results: list[FetchPartitionResult], max_bytes: int) -> list[FetchPartitionResult]:
-        """The response's `max_bytes`: the first non-empty partition always gets its
-        data (so one large batch still makes progress), the rest while it fits."""
-        total = 0
-        out: list[FetchPartitionResult] = []
-        for result in results:
-            size = len(result.records)
-            if size and total and total + size > max_bytes:
-                result = replace(result, records=b"")
-            total += len(result.records)
-            out.append(result)
-        return out
+            ],
+            lambda: [self._fetch_one(replica_id, request) for request in partitions],
+            replica_id != CONSUMER_REPLICA_ID,
+            deadline,
+            min_bytes,
+            max_bytes,
+            lambda: self._closed,
+        )
 
     def _fetch_one(self, replica_id: int, request: FetchPartition) -> FetchPartitionResult:
-        def fail(code: ErrorCode) -> FetchPartitionResult:
-            return FetchPartitionResult(request.topic, request.partition, code)
-
         part, error = self._lookup(request.topic, request.partition, request.current_leader_epoch)
         if part is None:
-            return fail(error)
-        plog = part.log
-        follower = replica_id != CONSUMER_REPLICA_ID
-        state = part.leader_state
-        assert state is not None
-        if follower and replica_id not in part.assignment.replicas:
-            return fail(ErrorCode.not_leader_or_follower)
-        base = FetchPartitionResult(
-            request.topic, request.partition, ErrorCode.none,
-            part.high_watermark, part.high_watermark, plog.log_start_offset,
-        )  # fmt: skip
-        if request.last_fetched_epoch >= 0:
-            diverging = diverging_epoch(
-                plog.epoch_entries, plog.log_end_offset,
-                request.fetch_offset, request.last_fetched_epoch,
-            )  # fmt: skip
-            if diverging is not None:
-                return replace(base, diverging_epoch=DivergingEpoch(*diverging))
-        if not plog.log_start_offset <= request.fetch_offset <= plog.log_end_offset:
-            return replace(base, error=ErrorCode.offset_out_of_range)
-        if follower:
-            self._on_follower_fetch(part, replica_id, request.fetch_offset)
-            upper = plog.log_end_offset
-        else:
-            upper = part.high_watermark
-        records = plog.read(request.fetch_offset, request.partition_max_bytes, upper)
-        return replace(
-            base,
-            high_watermark=part.high_watermark,
-            last_stable_offset=part.high_watermark,
-            records=records,
-        )
+            return FetchPartitionResult(request.topic, request.partition, error)
+        return read_partition(part, replica_id, request, self._on_follower_fetch)
 
     def _on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         state = part.leader_state
@@ -772,7 +553,7 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
-        return self._offset_at(part, timestamp, part.high_watermark)
+        return offset_at(part, timestamp, part.high_watermark)
 
     def replica_offsets(
         self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
@@ -783,33 +564,7 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
-        return self._offset_at(part, timestamp, part.log.log_end_offset)
-
-    def _offset_at(self, part: Partition, timestamp: int, end: int) -> ListOffsetsResult:
-        """The lookup both callers share, over the log below `end` (HW or LEO)."""
-        plog = part.log
-        if timestamp == EARLIEST_TIMESTAMP:
-            offset = plog.log_start_offset
-            return ListOffsetsResult(ErrorCode.none, offset, -1, self._epoch_at(part, offset))
-        if timestamp == LATEST_TIMESTAMP:
-            return ListOffsetsResult(ErrorCode.none, end, -1, self._epoch_at(part, end - 1))
-        for header in plog.batch_headers():
-            if header.base_offset >= end:
-                break
-            if header.max_timestamp >= timestamp:
-                return ListOffsetsResult(
-                    ErrorCode.none,
-                    header.base_offset,
-                    header.max_timestamp,
-                    header.partition_leader_epoch,
-                )
-        return ListOffsetsResult(ErrorCode.none, -1, -1, -1)
-
-    @staticmethod
-    def _epoch_at(part: Partition, offset: int) -> int:
-        if offset < 0 or not part.log.epoch_entries:
-            return part.leader_epoch
-        return part.log.end_offset_for_epoch_at(offset)
+        return offset_at(part, timestamp, part.log.log_end_offset)
 
     def offsets_for_leader_epoch(
         self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
@@ -818,8 +573,4 @@ class ReplicaManager:
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return EpochEndOffsetResult(error, -1, -1)
-        found = part.log.end_offset_for_epoch(leader_epoch)
-        if leader_epoch == part.leader_epoch and found.epoch < leader_epoch:
-            # This leader's own epoch, before its first append in it.
-            return EpochEndOffsetResult(ErrorCode.none, leader_epoch, part.log.log_end_offset)
-        return EpochEndOffsetResult(ErrorCode.none, found.epoch, found.end_offset)
+        return epoch_end_offset(part, leader_epoch)

@@ -22,7 +22,8 @@ from typing import Any
 from broker_agent.agent import BrokerAgent
 from broker_agent.config import parse_broker_config
 from broker_agent.metadata_cache import MetadataCache
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.controller.codec import encode, wrap
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import broker_pb2 as bpb

@@ -18,7 +18,8 @@ from broker_agent.groups.group import GroupConfig
 from broker_agent.groups.placement import OFFSETS_TOPIC, partition_for
 from broker_agent.groups.state import GroupState
 from broker_agent.partitions.record_batch import split_batches
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import metadata_pb2 as md
 

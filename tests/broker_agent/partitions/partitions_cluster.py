@@ -20,7 +20,8 @@ from broker_agent.partitions.api import FetchPartition, IsrChangeRequest
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
 from broker_agent.partitions.inmemory import InMemoryLeaderFetchClient
 from broker_agent.partitions.partition_log import LogConfig
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 from broker_agent.replication.follower import TruncationMode
 
 BASE_TIME_MS = 1_700_000_000_000

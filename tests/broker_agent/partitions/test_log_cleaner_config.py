@@ -8,7 +8,7 @@ import pytest
 from broker_agent.config import parse_broker_config
 from broker_agent.main import replica_config
 from broker_agent.partitions.partition_log import LogConfig
-from broker_agent.partitions.replica_manager import log_config_for
+from broker_agent.partitions.replica_config import log_config_for
 from quorum.common.config import ConfigError
 from quorum.controller.api_errors import ControllerError
 from quorum.controller.config_schema import TOPIC, validate

@@ -18,7 +18,8 @@ from broker_agent.partitions.compare import compare_compacted, compare_replicas,
 from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.offset_map import ENTRY_BYTES
 from broker_agent.partitions.partition_log import LogConfig
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 
 T = "changelog"
 KEYS = 30

@@ -16,7 +16,8 @@ from partitions_cluster import make_batch
 from broker_agent.partitions import replica_manager as rm_module
 from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
-from broker_agent.partitions.replica_manager import ReplicaConfig, ReplicaManager
+from broker_agent.partitions.replica_config import ReplicaConfig
+from broker_agent.partitions.replica_manager import ReplicaManager
 
 BROKER = 0
 
