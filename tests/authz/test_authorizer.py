@@ -8,10 +8,12 @@ import pytest
 
 from quorum.authz.authorizer import (
     Action,
+    Authorizer,
     AuthorizerConfig,
     Operation,
     PatternType,
     Permission,
+    Requirement,
     ResourceType,
     authorize,
     cluster,
@@ -176,3 +178,26 @@ def test_requirements_of_requests() -> None:
     assert need.error is ApiError.TOPIC_AUTHORIZATION_FAILED
     [need] = requirements(api.ElectLeadersRequest(), {}.get)
     assert need.error is ApiError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_the_authorizer_answers_requirements_forwarding_listings_and_idempotence() -> None:
+    """`Authorizer`, what both edges ask: the first unmet requirement names the
+    refusal; super users skip the ACLs; forwarding needs CLUSTER_ACTION."""
+    acls = [
+        acl("orders", Operation.WRITE),
+        acl("kafka-cluster", Operation.CLUSTER_ACTION, resource=ResourceType.CLUSTER,
+            principal="User:CN=broker"),
+    ]  # fmt: skip
+    authorizer = Authorizer(ON, lambda: acls)
+    create = Requirement((cluster(Operation.CREATE), topic("orders", Operation.CREATE)))
+    write = Requirement((topic("orders", Operation.WRITE),))
+    assert authorizer.first_unmet(ALICE, "h", [write]) is None
+    unmet = authorizer.first_unmet(ALICE, "h", [write, create])
+    assert unmet is not None and unmet[0] is create and not unmet[1].allowed
+    assert unmet[0].error is ApiError.TOPIC_AUTHORIZATION_FAILED
+    assert authorizer.first_unmet("User:CN=admin", "h", [create]) is None
+    assert authorizer.may_forward("User:CN=broker", "h") and not authorizer.may_forward(ALICE, "h")
+    assert not Authorizer(AuthorizerConfig(), lambda: acls).may_forward("User:CN=broker", "h")
+    assert authorizer.visible_topics(ALICE, "h", ["orders", "payments"]) == {"orders"}
+    assert authorizer.may_write_some_topic(ALICE, "h")
+    assert not authorizer.may_write_some_topic("User:CN=bob", "h")
