@@ -51,7 +51,7 @@ from quorum.raft.records import Batch
 CHUNK_BYTES = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BatchOnDisk:
     """One batch as read: its header, and its bytes at `at` in `buffer` (the header
     only when the reader skips payloads). Valid until the reader moves on."""
@@ -107,7 +107,7 @@ class SegmentReader:
     def __iter__(self) -> Iterator[BatchOnDisk]:
         with self.path.open("rb") as f:
             self.file_size = os.fstat(f.fileno()).st_size
-            yield from self._walk(_Window(f, self.file_size))
+            yield from self._walk(_Window(f))
         if self.torn_reason is not None and not self.is_tail:
             raise self._fail(f"segment is not the last one but is torn ({self.torn_reason})")
 
@@ -117,12 +117,19 @@ class SegmentReader:
         )
 
     def _walk(self, window: _Window) -> Iterator[BatchOnDisk]:
-        size = self.file_size
-        while (position := self.valid_bytes) < size:
+        # Locals and an inlined buffer check: recovery scans every batch of every
+        # segment on open, so each attribute lookup here is paid per batch.
+        size, payloads, gaps = self.file_size, self.payloads, self.offset_gaps
+        position, expected, epoch = 0, self.next_offset, self.last_epoch
+        buffer, start = b"", 0
+        while position < size:
             if size - position < HEADER_SIZE:
                 self.torn_reason = "file ends inside a batch header"
                 return
-            buffer, at = window.read(position, HEADER_SIZE)
+            at = position - start
+            if at + HEADER_SIZE > len(buffer):
+                buffer, start = window.read(position, HEADER_SIZE)
+                at = 0
             try:
                 header = parse_header(buffer, at)
             except HeaderChecksumError as exc:
@@ -130,55 +137,43 @@ class SegmentReader:
                     self.torn_reason = "zero-filled tail"
                     return
                 raise self._fail(str(exc)) from None
-            self._check(header)
+            problem = header_problem(header)
+            if problem is not None:
+                raise self._fail(problem)
+            if header.base_offset != expected and not (gaps and header.base_offset > expected):
+                raise self._fail(f"batch has base offset {header.base_offset}, expected {expected}")
+            if header.epoch < epoch:
+                raise self._fail(f"batch epoch {header.epoch} is below the previous epoch {epoch}")
             end = position + header.size
             if end > size:
                 self.torn_reason = f"batch of {header.size} bytes runs past the end of the file"
                 return
-            if self.payloads:
-                buffer, at = window.read(position, header.size)
+            if payloads:
+                if at + header.size > len(buffer):
+                    buffer, start = window.read(position, header.size)
+                    at = 0
                 if not payload_crc_ok(buffer, at, header):
                     if end == size or window.only_zeros_from(end):
                         self.torn_reason = "last batch fails its CRC"
                         return
                     raise self._fail("batch CRC mismatch")
             yield BatchOnDisk(position, header, buffer, at)
-            self.last_epoch = header.epoch
-            self.next_offset = header.next_offset
-            self.valid_bytes = end
-
-    def _check(self, header: BatchHeader) -> None:
-        problem = header_problem(header)
-        if problem is not None:
-            raise self._fail(problem)
-        expected = self.next_offset
-        if header.base_offset != expected and not (
-            self.offset_gaps and header.base_offset > expected
-        ):
-            raise self._fail(f"batch has base offset {header.base_offset}, expected {expected}")
-        if header.epoch < self.last_epoch:
-            raise self._fail(
-                f"batch epoch {header.epoch} is below the previous epoch {self.last_epoch}"
-            )
+            epoch, expected, position = header.epoch, header.next_offset, end
+            self.last_epoch, self.next_offset, self.valid_bytes = epoch, expected, end
 
 
 class _Window:
     """A file's bytes a chunk at a time: a batch is parsed in place in the chunk
     that holds it, so a segment of small batches costs one read per chunk."""
 
-    def __init__(self, f: BinaryIO, size: int) -> None:
+    def __init__(self, f: BinaryIO) -> None:
         self._f = f
-        self._size = size
-        self._buffer = b""
-        self._start = 0  # file position of the buffer's first byte
 
     def read(self, position: int, length: int) -> tuple[bytes, int]:
-        """A buffer holding the `length` bytes at `position`, and where they start in it."""
-        if position < self._start or position + length > self._start + len(self._buffer):
-            self._f.seek(position)
-            self._buffer = self._f.read(max(length, CHUNK_BYTES))
-            self._start = position
-        return self._buffer, position - self._start
+        """A buffer starting at `position` that holds at least `length` bytes (when
+        the file has them), and the file position it starts at."""
+        self._f.seek(position)
+        return self._f.read(max(length, CHUNK_BYTES)), position
 
     def only_zeros_from(self, position: int) -> bool:
         self._f.seek(position)
