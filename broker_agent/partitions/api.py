@@ -106,7 +106,10 @@ class LeaderFetchClient(Protocol):
         min_bytes: int,
         max_bytes: int,
         partitions: Sequence[FetchPartition],
-    ) -> list[FetchPartitionResult]: ...
+    ) -> list[FetchPartitionResult]:
+        """One result per partition, in the order of `partitions` (the fetcher
+        pairs them by position)."""
+        ...
 
     async def offsets_for_leader_epoch(
         self, leader_id: int, replica_id: int, queries: Sequence[EpochQuery]
