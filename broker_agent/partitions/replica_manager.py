@@ -64,6 +64,7 @@ from broker_agent.partitions.api import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_LEADER_EPOCH,
+    REFUSED,
     AppendResult,
     DivergingEpoch,
     EpochEndOffsetResult,
@@ -71,6 +72,7 @@ from broker_agent.partitions.api import (
     FetchPartitionResult,
     IsrChanger,
     IsrChangeRequest,
+    IsrChangeResult,
     LeaderFetchClient,
     ListOffsetsResult,
 )
@@ -282,6 +284,11 @@ class ReplicaManager:
             ):
                 continue  # older than what this replica already follows
             part.log.config = config
+            if assignment == part.assignment and part.role is self._role_for(assignment):
+                # Nothing committed about it (another partition's record): an ISR
+                # change in flight stays in flight, rather than being asked again
+                # (and refused as stale) at the next follower fetch.
+                continue
             self._apply_assignment(part, assignment, now)
         if to_open:
             self._open_in_background(to_open, now)
@@ -384,6 +391,11 @@ class ReplicaManager:
         part.log.delete()
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
 
+    def _role_for(self, assignment: PartitionAssignment) -> Role:
+        if assignment.leader == self.broker_id:
+            return Role.LEADER
+        return Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
+
     def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
         previous = part.assignment
         part.assignment = assignment
@@ -397,7 +409,7 @@ class ReplicaManager:
                 part.leader_state = rules.update_metadata(
                     state, assignment.partition_epoch, assignment.replicas, assignment.isr, now
                 )
-                part.isr_change_in_flight = False
+                part.isr_change_in_flight = None
                 self._maybe_increment_hw(part)
             else:
                 part.role = Role.LEADER
@@ -690,7 +702,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------- ISR
 
     def _request_isr_change(self, part: Partition, change: rules.IsrChange) -> None:
-        if self.isr_changer is None or part.isr_change_in_flight:
+        if self.isr_changer is None or part.isr_change_in_flight is not None:
             assert part.leader_state is not None
             if self.isr_changer is None:
                 part.leader_state = rules.isr_change_failed(part.leader_state)
@@ -699,7 +711,7 @@ class ReplicaManager:
             part.topic, part.assignment.topic_id, part.partition,
             change.leader_epoch, change.partition_epoch, change.new_isr,
         )  # fmt: skip
-        part.isr_change_in_flight = True
+        part.isr_change_in_flight = request
         self._isr_queue.append((part, request))
         if self._isr_sender is None or self._isr_sender.done():
             task = asyncio.get_running_loop().create_task(self._send_isr_changes())
@@ -718,24 +730,46 @@ class ReplicaManager:
             batch = self._isr_queue[:ISR_CHANGES_PER_REQUEST]
             del self._isr_queue[: len(batch)]
             try:
-                accepted = await self.isr_changer.alter_partitions(
+                results = await self.isr_changer.alter_partitions(
                     self.broker_id, [request for _, request in batch]
                 )
             except Exception as exc:
                 log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
-                accepted = [False] * len(batch)
+                results = [REFUSED] * len(batch)
             log.info(
                 "broker %d: AlterPartition of %d partitions: %d accepted",
-                self.broker_id, len(batch), sum(accepted),
+                self.broker_id, len(batch), sum(r.accepted for r in results),
             )  # fmt: skip
-            for (part, _), ok in zip(batch, accepted, strict=True):
-                if not part.isr_change_in_flight:
-                    continue  # metadata already settled it
-                part.isr_change_in_flight = False
-                if not ok and part.leader_state is not None:
-                    # Refused (stale partition epoch) or unreachable: forget it; the
-                    # next tick or fetch asks again with the partition epoch then current.
-                    part.leader_state = rules.isr_change_failed(part.leader_state)
+            for (part, request), result in zip(batch, results, strict=True):
+                if part.isr_change_in_flight is not request:
+                    continue  # newer metadata settled it meanwhile
+                part.isr_change_in_flight = None
+                self._settle_isr_change(part, result)
+
+    def _settle_isr_change(self, part: Partition, result: IsrChangeResult) -> None:
+        """Kafka's leader takes the ISR and partition epoch from the answer (as
+        its AlterPartitionManager does): an accepted change that changed nothing
+        commits no record, and would otherwise stay pending for ever. Refused
+        (stale partition epoch) or unreachable: forget it; the next tick or
+        fetch asks again with the partition epoch then current."""
+        state = part.leader_state
+        if state is None or part.role is not Role.LEADER:
+            return
+        if (
+            not result.accepted
+            or result.leader_epoch != state.leader_epoch
+            or result.partition_epoch < state.partition_epoch
+        ):
+            part.leader_state = rules.isr_change_failed(state)
+            return
+        part.leader_state = rules.update_metadata(
+            state, result.partition_epoch, state.replicas, result.isr, self.clock()
+        )
+        part.assignment = replace(
+            part.assignment, isr=result.isr, partition_epoch=result.partition_epoch
+        )
+        self._maybe_increment_hw(part)
+        part.notify()
 
     def tick(self) -> None:
         """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""
