@@ -107,8 +107,12 @@ class FetchGate:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            assert self.upstream_port is not None
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            try:
+                assert self.upstream_port is not None, "the gate has no leader behind it yet"
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            except (AssertionError, OSError):
+                client.close()  # the follower retries, as with a leader that is down
+                continue
             self._sockets += [client, upstream]
             threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._answers, args=(upstream, client), daemon=True).start()
