@@ -14,8 +14,10 @@ Kafka's rules at the edge, which this follows:
   UNSUPPORTED_VERSION and the served table, so a newer client can pick a
   version. Any other Kafka API or version outside `versions.SERVED` is answered
   with that API's response carrying UNSUPPORTED_VERSION, and the connection goes
-  on (Kafka closes it; see `unsupported.py`). A key that is no Kafka API, and
-  a request that does not parse, close the connection, as Kafka's SocketServer does.
+  on (Kafka closes it; see `unsupported.py`), except an acks=0 Produce, whose
+  client reads no answer: closed, as a failed acks=0 produce is. A key that is
+  no Kafka API, and a request that does not parse, close the connection, as
+  Kafka's SocketServer does.
 * A connection idle for `connections.max.idle.ms` (no frame started or one
   never finished) is closed, as Kafka closes idle connections.
 * Whatever one connection sends, the others are served on: every failure is
@@ -188,6 +190,10 @@ class KafkaListener:
             answer = unsupported_response(api_key, api_version)
             if answer is None:
                 raise FrameError(f"api key {api_key} is no Kafka API")
+            if api_key == ApiKey.PRODUCE and codec.produce_acks(frame, api_version) == 0:
+                # Its client reads no answer, so one would be taken for the next
+                # request's: as for a failed acks=0 produce, Kafka's way is to close.
+                raise CloseConnection(f"an acks=0 produce v{api_version} (not served)")
             self.unsupported_requests += 1
             log.debug(
                 "Kafka connection from %s: %s (key %d) v%d is not served: UNSUPPORTED_VERSION",

@@ -14,7 +14,10 @@ header's api key, version and correlation id is read, nothing is dispatched,
 nothing changes.
 
 A key that is no Kafka API at all is not a Kafka request: like other bytes that
-do not parse, it closes the connection (None here).
+do not parse, it closes the connection (None here). An acks=0 Produce of a
+version not served closes it too (the listener checks `codec.produce_acks`): its
+client reads no answer, so one would be taken for its next request's, and a
+failed acks=0 produce closes the connection in Kafka.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
 
 from broker_agent.kafka import codec
 from broker_agent.kafka.listener import Connection, KafkaListener
@@ -107,3 +109,47 @@ def test_the_listener_answers_dispatches_nothing_and_serves_on() -> None:
             await listener.stop()
 
     asyncio.run(go())
+
+
+def test_an_acks_0_produce_not_served_is_closed_as_a_failed_acks_0_produce_is() -> None:
+    """Its client reads no answer, so an answer would be taken for the next request's."""
+
+    async def never(request: codec.DecodedRequest, conn: Connection) -> Any:
+        raise AssertionError("dispatched")
+
+    legacy = struct.pack(">hi", 0, 1000) + b"\0" * 4  # Produce v0-2: acks first in the body
+
+    async def go() -> None:
+        listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, never, 1 << 20)
+        port = await listener.start()
+        try:
+            for data in (frame(ApiKey.PRODUCE, 2, 1, legacy), produce_v10(acks=0)):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(data)
+                assert await reader.read(1) == b""
+                writer.close()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(produce_v10(acks=1))
+            correlation_id, answer = codec.decode_response(
+                await read_answer(reader), ApiKey.PRODUCE, 10
+            )
+            assert (correlation_id, answer.responses) == (8, ())
+            writer.close()
+        finally:
+            await listener.stop()
+
+    asyncio.run(go())
+
+
+def produce_v10(acks: int) -> bytes:
+    header = RequestHeader(request_api_key=i16(0), request_api_version=i16(10),
+                           correlation_id=i32(8), client_id="t")  # fmt: skip
+    values: dict[str, Any] = {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": 1000,
+        "topic_data": [],
+    }
+    return codec.encode_request(
+        header, codec.build(codec.request_class(ApiKey.PRODUCE, 10), values)
+    )

@@ -172,19 +172,26 @@ def test_an_unsupported_version_of_a_served_api_gets_unsupported_version(
     assert still_serving(cluster)
 
 
-def test_a_produce_of_an_unsupported_version_appends_nothing(cluster: Cluster) -> None:
+@pytest.mark.parametrize("acks", [-1, 0])
+def test_a_produce_of_an_unsupported_version_appends_nothing(cluster: Cluster, acks: int) -> None:
     from tests.broker_agent.partitions.partitions_cluster import make_batch
 
     wait_for_topic_everywhere(cluster, "orders")
     leader, _ = leader_of(cluster, "orders", 0)
     before = latest_offset(cluster, "orders", 0)
-    values = produce_values("orders", 0, acks=-1)
+    values = produce_values("orders", 0, acks=acks)
     values["topic_data"] = [{"name": "orders", "partition_data": [
         {"index": 0, "records": make_batch(b"v10")}]}]  # fmt: skip
     with broker_socket(cluster, leader) as s:
-        answer = s.request(ApiKey.PRODUCE, 10, values)  # served up to v9
-        assert answer.responses == ()  # no partition was written to
-        assert s.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
+        if acks == 0:
+            # No answer is read, so the error closes the connection (as when a
+            # served acks=0 produce fails).
+            s.send_request(ApiKey.PRODUCE, 10, values)
+            assert s.closed_by_peer()
+        else:
+            answer = s.request(ApiKey.PRODUCE, 10, values)  # served up to v9
+            assert answer.responses == ()  # no partition was written to
+            assert s.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
     assert latest_offset(cluster, "orders", 0) == before
 
 
