@@ -483,6 +483,12 @@ class ReplicaManager:
         except InvalidRecordBatch as exc:
             code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
             return AppendResult(code, error_message=str(exc))
+        if len(batches) != 1:  # Produce v3+ (the versions served), as Kafka checks it
+            return AppendResult(
+                ErrorCode.invalid_record,
+                error_message="a produce request must carry exactly one record batch "
+                f"per partition, not {len(batches)}",
+            )
         for header, data in batches:
             if len(data) > config.max_message_bytes:
                 return AppendResult(

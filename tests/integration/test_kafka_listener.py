@@ -452,6 +452,20 @@ def test_a_batch_with_a_bad_crc_is_corrupt_message_and_appends_nothing(cluster: 
     assert latest_offset(cluster, "orders", 0) == before + 1
 
 
+def test_two_batches_for_one_partition_are_invalid_record_and_append_nothing(
+    cluster: Cluster,
+) -> None:
+    """Produce v3+ carries exactly one batch per partition (Kafka: INVALID_RECORD)."""
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, _ = leader_of(cluster, "orders", 0)
+    before = latest_offset(cluster, "orders", 0)
+    two = make_batch(b"first") + make_batch(b"second")
+    assert produce_batch(cluster, leader, "orders", 0, two) == ErrorCode.invalid_record
+    assert latest_offset(cluster, "orders", 0) == before
+
+
 def test_a_record_over_max_message_bytes_is_message_too_large(cluster: Cluster) -> None:
     from tests.broker_agent.partitions.partitions_cluster import make_batch
 
