@@ -49,6 +49,6 @@ def test_compaction_bench_runs_end_to_end(tmp_path: Path) -> None:
         assert len(values("broker_cpu_s_during", cleaner=cleaner)) == 1
     # log.cleaner.enable=false really stopped the cleaners for that measurement.
     assert values("cleaner_rounds_during", cleaner=False) == [0]
-    assert values("cleaner_read_mb_during", cleaner=False) == [0]
+    assert values("cleaner_io_mb_during", cleaner=False) == [0]
     (ratio,) = values("goal_produce_with_cleaner_ratio")
     assert ratio is not None and ratio > 0  # type: ignore[operator]
