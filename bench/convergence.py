@@ -15,8 +15,9 @@ estimate). Then:
   controller during the window (all agents' successful fetches);
 - `controller_cpu_us_per_commit_per_broker`: the active controller process's CPU
   (user + system, all threads, from /proc) over the window, divided by the
-  changes committed and by the brokers fetching them (`--profile-dir` also
-  records a py-spy profile of it, when py-spy is installed);
+  changes committed and by the brokers fetching them; beside it the same CPU per
+  fetch answered, and the cores the agents' processes used (`--profile-dir` also
+  records a py-spy profile of the active controller, when py-spy is installed);
 - `restart_to_online_s` (once, with a real `broker-agent` process): a broker that
   was `kill -9`ed and fenced is started again; seconds from its process start to
   ONLINE in the active controller's DescribeCluster.
@@ -161,9 +162,11 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         leader_pid = system.members.procs[system.leader()].pid
         profiler = start_profiler(leader_pid, brokers, args)
         cpu_before, window_start = process_cpu_s(leader_pid), time.monotonic()
+        agents_before = sum(process_cpu_s(p.pid) for p in procs)
         changes = asyncio.run(change_stream(system, args.rate, args.seconds))
         time.sleep(1.0)  # the last changes reach everyone
         controller_cpu_s = process_cpu_s(leader_pid) - cpu_before
+        agents_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - agents_before
         window_s = time.monotonic() - window_start
         if profiler is not None:
             profiler.wait(timeout=120)
@@ -188,12 +191,14 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
     emit(metric="apply_lag_ms", p50=round(percentile(lags, 0.5), 2),
          p99=round(percentile(lags, 0.99), 2), max=round(max(lags), 2),
          value=round(percentile(lags, 0.99), 2), samples=len(lags), **params)  # fmt: skip
-    emit(metric="metadata_fetch_per_s",
-         value=round(sum(r["fetches"] for r in reports) / seconds, 1), **params)  # fmt: skip
+    fetches = sum(r["fetches"] for r in reports)
+    emit(metric="metadata_fetch_per_s", value=round(fetches / seconds, 1), **params)
     emit(metric="controller_cpu_us_per_commit_per_broker",
          value=round(controller_cpu_s / max(changes, 1) / brokers * 1e6, 1),
          controller_cpu_s=round(controller_cpu_s, 2),
-         controller_cpu_share=round(controller_cpu_s / window_s, 3), **params)  # fmt: skip
+         controller_cpu_share=round(controller_cpu_s / window_s, 3),
+         controller_cpu_us_per_fetch=round(controller_cpu_s / max(fetches, 1) * 1e6, 1),
+         agents_cpu_share=round(agents_cpu_s / window_s, 3), **params)  # fmt: skip
 
 
 def start_profiler(
