@@ -40,10 +40,12 @@ class FetchAnswer:
     own: bpb.MetadataFetchResponse
 
     def encode(self) -> bytes:
-        return self.shared + self.own.SerializeToString()
+        own: bytes = self.own.SerializeToString()
+        return self.shared + own
 
     def decode(self) -> bpb.MetadataFetchResponse:
-        return bpb.MetadataFetchResponse.FromString(self.encode())
+        response: bpb.MetadataFetchResponse = bpb.MetadataFetchResponse.FromString(self.encode())
+        return response
 
 
 class FetchAnswers:
