@@ -84,7 +84,7 @@ test: setup promtool kcat nats-server
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log
 	$(VENV)/bin/mypy --strict --explicit-package-bases broker_agent/replication
 	$(VENV)/bin/mypy --strict --explicit-package-bases $(GROUPS_CORE)
-	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q -p randomly \
+	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q -p randomly --durations=20 \
 	  $(if $(SEED),--randomly-seed=$(SEED))
 
 lint: setup
