@@ -49,7 +49,7 @@ class Elections(NodeBase):
     # ----------------------------------------------------------- running
 
     def _become_prospective(self, now: int) -> None:
-        if not self.config.is_voter or self._epochs_exhausted(now):
+        if not self.is_voter or self._epochs_exhausted(now):
             return
         old = self.state
         deadline = now + self._election_timeout()
@@ -171,7 +171,7 @@ class Elections(NodeBase):
         self._effects.append(SendMessage(source, response))
 
     def _decide_vote(self, req: VoteRequest, now: int) -> bool:
-        if not self.config.is_voter or req.candidate_id not in self._voters:
+        if not self.is_voter or req.candidate_id not in self._voters:
             return False
         up_to_date = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
         if req.pre_vote:
@@ -223,7 +223,7 @@ class Elections(NodeBase):
             new = self._unattached(req.leader_epoch, None, now)
             self._transition(Trigger.HIGHER_EPOCH, new, now)
         self._effects.append(SendMessage(source, EndQuorumEpochResponse(self.epoch, None)))
-        if not self.config.is_voter or self.role in (Role.LEADER, Role.CANDIDATE):
+        if not self.is_voter or self.role in (Role.LEADER, Role.CANDIDATE):
             return
         state = self.state
         if isinstance(state, FollowerState):

@@ -128,9 +128,10 @@ class LeaderState(EpochState):
     pending_sizes: list[int] = field(default_factory=list)  # records per proposal
     pending_since: int = 0
 
-    def live_voters(self, voters: frozenset[int], horizon: int) -> int:
-        """Voters (itself included) whose last fetch came at or after `horizon`."""
-        return 1 + sum(
+    def live_voters(self, voters: frozenset[int], horizon: int, counting_self: bool = True) -> int:
+        """Voters (itself included, unless a voter change removed it) whose last
+        fetch came at or after `horizon`."""
+        return int(counting_self) + sum(
             1
             for v, p in self.progress.items()
             if v in voters and p.last_fetch_ms is not None and p.last_fetch_ms >= horizon
