@@ -131,13 +131,13 @@ class RaftNode(Elections, Membership, Following):
             and now >= state.fetch_sent_at + self.config.request_timeout_ms
         ):
             state.fetch_sent_at = None
-            if isinstance(state, FollowerState) and self.is_voter:
+            if isinstance(state, FollowerState) and self.may_campaign:
                 self._suspect_leader(state, now)
             self._send_fetch(now)
         if now < state.deadline:
             return
         role = state.role
-        if not self.is_voter:
+        if not self.may_campaign:
             self._observer_timeout(now)
         elif role in (Role.UNATTACHED, Role.FOLLOWER, Role.RESIGNED, Role.CANDIDATE):
             self._become_prospective(now)
@@ -169,7 +169,7 @@ class RaftNode(Elections, Membership, Following):
         state = self.state
         if not isinstance(state, FollowerState):
             return
-        if self.is_voter:
+        if self.may_campaign:
             self._suspect_leader(state, now)
         else:
             new = self._unattached(state.epoch, state.voted_for, now)

@@ -102,6 +102,23 @@ class NodeBase:
     def is_voter(self) -> bool:
         return self._me in self._voters
 
+    @property
+    def may_campaign(self) -> bool:
+        """Whether this node runs for election: a voter does, and so does a node
+        whose own removal is the newest change in its log and not yet committed
+        there. It may be the only one holding that change (the removing leader),
+        so the quorum may need it to lead until the change commits; it counts
+        only the votes of its newest set, itself not included."""
+        if self._me in self._voters:
+            return True
+        if not self._dynamic_voters:
+            return False
+        latest = self._voter_history.latest()
+        if latest is None or latest[0] < self.high_watermark:
+            return False
+        previous = self._voter_history.before(latest[0])
+        return self._me in (previous[1].ids if previous is not None else self.config.voters)
+
     # ------------------------------------------------------------ voter set
 
     def _note_control_records(self, batches: tuple[Batch, ...]) -> None:
@@ -160,7 +177,7 @@ class NodeBase:
         state is persisted (before any message of the new epoch) if it changed."""
         old = self.state
         check_transition(
-            Transition(old.role, trigger, new.role, old.epoch, new.epoch, self.is_voter)
+            Transition(old.role, trigger, new.role, old.epoch, new.epoch, self.may_campaign)
         )
         if (new.epoch, new.voted_for, new.leader_id) != (old.epoch, old.voted_for, old.leader_id):
             self._effects.append(PersistQuorumState(new.epoch, new.voted_for, new.leader_id))
