@@ -98,6 +98,10 @@ class Elections(NodeBase):
         state = self.state
         if not isinstance(state, ProspectiveState | CandidateState):
             raise AssertionError(f"counting votes as {state.role.value}")
+        if not self.may_campaign:
+            # A snapshot installed while running showed that this node is no
+            # longer a voter: it wins nothing, and gives up when the round ends.
+            return
         voters = len(self._voters)
         # With the voter set in the log only its members' votes count (a node
         # running while its own removal is uncommitted does not count itself).

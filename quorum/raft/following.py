@@ -13,7 +13,14 @@ from quorum.raft.fetching import truncation_offset
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse
 from quorum.raft.nodebase import NodeBase
 from quorum.raft.records import Batch, OffsetAndEpoch
-from quorum.raft.states import NEVER, FollowerState, ResignedState, UnattachedState
+from quorum.raft.states import (
+    NEVER,
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
 from quorum.raft.transitions import Trigger
 
 
@@ -125,9 +132,12 @@ class Following(NodeBase):
 
         A former voter keeps the vote it cast in this epoch (a voter change may
         make it a voter again in the same epoch); a leader that a voter change
-        removed, resigned, becomes an observer here.
+        removed, resigned, becomes an observer here, as does a node that learnt
+        from a snapshot installed while it was running that it is no voter.
         """
-        if isinstance(self.state, FollowerState | ResignedState):
+        if isinstance(
+            self.state, FollowerState | ResignedState | ProspectiveState | CandidateState
+        ):
             new = self._unattached(self.epoch, self.voted_for, now)
             self._transition(Trigger.LEADER_LOST, new, now)
         state = self.state

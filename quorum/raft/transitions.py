@@ -24,11 +24,14 @@ is listed here.
     unattached                      LEADER_DISCOVERED    follower (or      same
                                                          unattached: see
                                                          TRANSITIONS)
-    follower, resigned              LEADER_LOST          unattached        same
+    follower, resigned,
+      prospective, candidate        LEADER_LOST          unattached        same
 
 Observers (not voters) are only ever unattached or followers, with one
 exception (KIP-853): a leader that a voter change removed resigns once the
-change commits, and as an observer leaves `resigned` on LEADER_LOST.
+change commits, and as an observer leaves `resigned` on LEADER_LOST; a node
+that learns it is no voter while it runs (a snapshot it was downloading
+arrives) leaves `prospective` or `candidate` the same way.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ TRANSITIONS: dict[tuple[Role, Trigger], frozenset[Role]] = {
     # To unattached only when the answer names this very node, which no honest
     # peer does while this node is unattached in that epoch.
     **_rows({U}, Trigger.LEADER_DISCOVERED, {F, U}),
-    **_rows({F, R}, Trigger.LEADER_LOST, {U}),
+    **_rows({F, R, P, C}, Trigger.LEADER_LOST, {U}),
 }
 """(from role, trigger) -> the roles it may lead to. Anything else is illegal."""
 

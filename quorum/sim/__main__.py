@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", choices=sorted(MIXES), help="fault mix (default: by seed)")
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=0)
+    parser.add_argument("--fault-ms", type=int, default=8000, help="how long the faults last")
     parser.add_argument(
         "--membership",
         action="store_true",
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             voters=args.voters,
             observers=args.observers,
             membership=args.membership,
+            fault_ms=args.fault_ms,
             trace=print if args.verbose else None,
         )
         try:

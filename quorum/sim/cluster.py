@@ -162,6 +162,8 @@ class Simulation:
             if self.membership
             else ""
         )
+        if self.fault_ms != 8000:
+            extra += f" --fault-ms {self.fault_ms}"
         return f"python -m quorum.sim --seed {self.seed} --mix {self.mix.name}{extra}"
 
     def _log(self, text: str) -> None:

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from quorum.raft.config import RaftConfig
-from quorum.raft.effects import Role
+from quorum.raft.config import QuorumStateData, RaftConfig
+from quorum.raft.effects import FetchSnapshot, Role
 from quorum.raft.log import RaftLog
-from quorum.raft.messages import ErrorCode
+from quorum.raft.messages import ErrorCode, FetchResponse, VoteResponse
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.records import Batch, SnapshotId
 from quorum.raft.voters import (
@@ -276,3 +276,42 @@ def test_a_snapshot_carries_the_voter_set() -> None:
     assert not fresh.is_voter
     fresh.on_snapshot_installed(snapshot, 0, voters)
     assert fresh.voters == {1, 2, 3, 4} and fresh.is_voter
+
+
+def test_a_node_whose_own_removal_is_uncommitted_still_runs_and_finishes_it() -> None:
+    """The removing leader may be the only node holding its removal: the other
+    voter's log is behind, so only the removed node can win, counting the votes
+    of its new set alone (without this the quorum wedged in the simulator)."""
+    cluster, leader = dynamic_cluster(voters=2, observers=0)
+    me, other = leader.node_id, 3 - leader.node_id
+    cluster.cut = {other}
+    result = leader.remove_voter(me, None, cluster.now)
+    cluster.advance(5000)  # check-quorum: the leader resigns, the removal uncommitted
+    removed = cluster.nodes[me]
+    assert removed.role is not Role.LEADER and not committed(removed, result.last_offset)
+    assert not removed.is_voter and removed.may_campaign
+    cluster.cut = set()
+    cluster.advance(10_000)
+    successor = cluster.leader()
+    assert successor is not None and successor.node_id == other
+    assert successor.voters == {other} and committed(successor, result.last_offset)
+    assert not removed.may_campaign and removed.role is Role.FOLLOWER
+
+
+def test_a_snapshot_that_removes_a_running_node_ends_its_election() -> None:
+    """A snapshot download outlives role changes: one that arrives while the node
+    runs for election, carrying a voter set without it, ends the election."""
+    config = RaftConfig(3, frozenset({1, 2, 3}), kraft_version=1)
+    node = RaftNode(config, random.Random(0), 0, QuorumStateData(1, None, 1))
+    node.on_message(1, FetchResponse(1, 1, 10, 10, snapshot_id=SnapshotId(10, 1)), 1)
+    assert any(isinstance(e, FetchSnapshot) for e in node.poll(1))
+    node.on_tick(node.next_deadline())  # the leader went silent: pre-vote
+    assert node.role is Role.PROSPECTIVE
+    now = node.next_deadline() - 1
+    node.on_snapshot_installed(SnapshotId(10, 1), now, THREE.without_voter(3))
+    assert not node.is_voter and not node.may_campaign
+    node.on_message(1, VoteResponse(1, True, None, pre_vote=True), now)
+    node.on_message(2, VoteResponse(1, True, None, pre_vote=True), now)
+    assert node.role is Role.PROSPECTIVE  # won nothing
+    node.on_tick(node.next_deadline())
+    assert node.role is Role.UNATTACHED and node.epoch == 1
