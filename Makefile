@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 PROTOS := $(wildcard proto/*.proto)
 GEN_STAMP := quorum/gen/.generated
 SIM_SEEDS ?= 1000
+MEMBERSHIP_SEEDS ?= 1000
 # The suite runs in a random order (pytest-randomly), its seed printed at the start
 # and the end; `make test SEED=N` replays that order.
 SEED ?=
@@ -84,7 +85,8 @@ test: setup promtool kcat nats-server
 	$(VENV)/bin/mypy --strict quorum/raft quorum/log
 	$(VENV)/bin/mypy --strict --explicit-package-bases broker_agent/replication
 	$(VENV)/bin/mypy --strict --explicit-package-bases $(GROUPS_CORE)
-	SIM_SEEDS=$(SIM_SEEDS) $(VENV)/bin/pytest -n 2 --dist loadscope -q -p randomly \
+	SIM_SEEDS=$(SIM_SEEDS) MEMBERSHIP_SEEDS=$(MEMBERSHIP_SEEDS) \
+	  $(VENV)/bin/pytest -n 2 --dist loadscope -q -p randomly --durations=20 \
 	  $(if $(SEED),--randomly-seed=$(SEED))
 
 lint: setup

@@ -13,6 +13,11 @@ estimate). Then:
 - `apply_lag_ms`: p50, p99 and max over every (record, broker) pair;
 - `metadata_fetch_per_s`: MetadataFetch calls answered per second by the active
   controller during the window (all agents' successful fetches);
+- `controller_cpu_us_per_commit_per_broker`: the active controller process's CPU
+  (user + system, all threads, from /proc) over the window, divided by the
+  changes committed and by the brokers fetching them; beside it the same CPU per
+  fetch answered, and the cores the agents' processes used (`--profile-dir` also
+  records a py-spy profile of the active controller, when py-spy is installed);
 - `restart_to_online_s` (once, with a real `broker-agent` process): a broker that
   was `kill -9`ed and fenced is started again; seconds from its process start to
   ONLINE in the active controller's DescribeCluster.
@@ -37,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from report import emit, percentile, say
+from report import emit, percentile, process_cpu_s, say
 from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
 from quorum.admin_client import AdminClient
@@ -154,8 +159,17 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
             assert p.stdin is not None
             p.stdin.write("start\n")
             p.stdin.flush()
+        leader_pid = system.members.procs[system.leader()].pid
+        profiler = start_profiler(leader_pid, brokers, args)
+        cpu_before, window_start = process_cpu_s(leader_pid), time.monotonic()
+        agents_before = sum(process_cpu_s(p.pid) for p in procs)
         changes = asyncio.run(change_stream(system, args.rate, args.seconds))
         time.sleep(1.0)  # the last changes reach everyone
+        controller_cpu_s = process_cpu_s(leader_pid) - cpu_before
+        agents_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - agents_before
+        window_s = time.monotonic() - window_start
+        if profiler is not None:
+            profiler.wait(timeout=120)
         reports = []
         for p in procs:
             out, _ = p.communicate("stop\n", timeout=120)
@@ -170,12 +184,36 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
              f"{brokers} brokers fenced")  # fmt: skip
     lags = [lag for r in reports for lag in r["lags"]]
     seconds = max(r["seconds"] for r in reports)
-    params = {"brokers": brokers, "workers": workers, "changes": changes, "rate": args.rate}
+    params = {
+        "brokers": brokers, "workers": workers, "changes": changes, "rate": args.rate,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }  # fmt: skip
     emit(metric="apply_lag_ms", p50=round(percentile(lags, 0.5), 2),
          p99=round(percentile(lags, 0.99), 2), max=round(max(lags), 2),
          value=round(percentile(lags, 0.99), 2), samples=len(lags), **params)  # fmt: skip
-    emit(metric="metadata_fetch_per_s",
-         value=round(sum(r["fetches"] for r in reports) / seconds, 1), **params)  # fmt: skip
+    fetches = sum(r["fetches"] for r in reports)
+    emit(metric="metadata_fetch_per_s", value=round(fetches / seconds, 1), **params)
+    emit(metric="controller_cpu_us_per_commit_per_broker",
+         value=round(controller_cpu_s / max(changes, 1) / brokers * 1e6, 1),
+         controller_cpu_s=round(controller_cpu_s, 2),
+         controller_cpu_share=round(controller_cpu_s / window_s, 3),
+         controller_cpu_us_per_fetch=round(controller_cpu_s / max(fetches, 1) * 1e6, 1),
+         agents_cpu_share=round(agents_cpu_s / window_s, 3), **params)  # fmt: skip
+
+
+def start_profiler(
+    pid: int, brokers: int, args: argparse.Namespace
+) -> subprocess.Popen[bytes] | None:
+    """py-spy on the active controller for the change window (collapsed stacks)."""
+    py_spy = VENV_BIN / "py-spy"
+    if args.profile_dir is None or not py_spy.exists():
+        return None
+    out = Path(args.profile_dir) / f"controller-{brokers}-brokers.txt"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--output",
+               str(out), "--duration", str(int(args.seconds)), "--rate", "100",
+               "--nonblocking"]  # fmt: skip
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def restart_to_online(system: QuorumSystem, root: Path) -> None:
@@ -235,6 +273,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--keep-dir", action="store_true")
+    parser.add_argument("--profile-dir", help="py-spy profiles of the active controller here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)

@@ -3,7 +3,8 @@
 A worker connects, prints `ready`, waits for a line on stdin holding the start
 time (wall clock, the same for every worker), produces 1 KiB records for the
 given seconds (or until it has sent `records`, when given) keeping at
-most `window` unacknowledged, waits for the last
+most `window` unacknowledged (keyed `key-<n mod keys>` when `keys` is given: a
+compacted topic refuses records without a key), waits for the last
 answers, and prints one JSON line: records delivered and failed, the time of
 the last delivery, and a sample of delivery latencies (produce call to
 acknowledgement, in ms).
@@ -93,12 +94,14 @@ def kafka(params: dict[str, Any]) -> dict[str, Any]:
     end = wait_for_start() + params["seconds"]
     produced = 0
     window, limit = params["window"], params.get("records") or float("inf")
+    keys = params.get("keys") or 0
     while time.time() < end and produced < limit:
         if produced - tally.delivered - tally.failed >= window:
             producer.poll(0.001)
             continue
+        key = b"key-%d" % (produced % keys) if keys else None
         try:
-            producer.produce(topic, payload, on_delivery=delivered(time.time()))
+            producer.produce(topic, payload, key, on_delivery=delivered(time.time()))
             produced += 1
         except (BufferError, KafkaException) as err:
             tally.fail(err)

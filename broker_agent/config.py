@@ -27,6 +27,10 @@ Kafka's keys (same meaning, same default):
                                                the first directory is used
 ``replica.lag.time.max.ms``                    30000: an ISR follower not caught up
                                                with the leader's LEO this long is removed
+``replica.fetch.max.bytes``                    1048576: what a follower asks per partition
+                                               in a fetch (the first batch comes whole)
+``replica.fetch.wait.max.ms``                  500: how long a leader parks a
+                                               follower's fetch that finds nothing new
 ``min.insync.replicas``                        1: acks=all needs an ISR this large
 ``message.max.bytes``                          1048588: the largest record batch
 ``log.segment.bytes``                          1 GiB
@@ -155,6 +159,8 @@ KEYS: tuple[str, ...] = (
     "controlled.shutdown.timeout.ms",
     "log.dirs",
     "replica.lag.time.max.ms",
+    "replica.fetch.max.bytes",
+    "replica.fetch.wait.max.ms",
     "min.insync.replicas",
     "message.max.bytes",
     "log.segment.bytes",
@@ -209,6 +215,8 @@ _INTS: dict[str, IntSpec] = {
     "socket.request.max.bytes": IntSpec("socket_request_max_bytes", 104_857_600, 1),
     "connections.max.idle.ms": IntSpec("connections_max_idle_ms", 600_000, 1, LONG_MAX),
     "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
+    "replica.fetch.max.bytes": IntSpec("replica_fetch_max_bytes", 1024 * 1024, 0),
+    "replica.fetch.wait.max.ms": IntSpec("replica_fetch_wait_max_ms", 500, 0),
     "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
     "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
     "log.segment.bytes": IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
@@ -318,6 +326,8 @@ class BrokerConfig:
     metrics_listener: Endpoint | None
     log_level: str
     socket_request_max_bytes: int = 104_857_600
+    replica_fetch_max_bytes: int = 1024 * 1024
+    replica_fetch_wait_max_ms: int = 500
     connections_max_idle_ms: int = 600_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
@@ -401,6 +411,13 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
             "broker.heartbeat.interval.ms",
             f"broker.heartbeat.interval.ms ({ints['heartbeat_interval_ms']}) must be below "
             f"broker.session.timeout.ms ({ints['session_timeout_ms']})",
+        )
+    if ints["replica_fetch_wait_max_ms"] > ints["replica_lag_time_max_ms"]:
+        raise ConfigError(
+            "replica.fetch.wait.max.ms",
+            f"replica.fetch.wait.max.ms ({ints['replica_fetch_wait_max_ms']}) must not be above "
+            f"replica.lag.time.max.ms ({ints['replica_lag_time_max_ms']}): a parked fetch "
+            "would count as lag",
         )
     raw_metrics = props.get("metrics.listener", "")
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from broker_agent.partitions.api import IsrChangeRequest
+from broker_agent.partitions.api import REFUSED, IsrChangeRequest, IsrChangeResult
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
 from quorum.gen import admin_pb2 as api
 
@@ -27,7 +27,7 @@ class AdminIsrChanger:
 
     async def alter_partitions(
         self, broker_id: int, requests: Sequence[IsrChangeRequest]
-    ) -> list[bool]:
+    ) -> list[IsrChangeResult]:
         items = [
             api.AlterPartitionItem(
                 topic_id=r.topic_id,
@@ -51,16 +51,20 @@ class AdminIsrChanger:
                 "broker %d: AlterPartition of %d partitions failed: %s",
                 broker_id, len(requests), err,
             )  # fmt: skip
-            return [False] * len(requests)
-        errors = {(r.topic_id, r.partition): r.error for r in reply.results}
-        accepted = []
+            return [REFUSED] * len(requests)
+        answers = {(r.topic_id, r.partition): r for r in reply.results}
+        results = []
         for request in requests:
-            error = errors.get((request.topic_id, request.partition))
-            ok = error is not None and error.error_code == 0
-            if not ok:
+            answer = answers.get((request.topic_id, request.partition))
+            if answer is None or answer.error.error_code != 0:
                 log.info(
                     "broker %d: AlterPartition for %s-%d refused: %s",
-                    broker_id, request.topic, request.partition, error or "no answer",
+                    broker_id, request.topic, request.partition,
+                    answer.error if answer is not None else "no answer",
                 )  # fmt: skip
-            accepted.append(ok)
-        return accepted
+                results.append(REFUSED)
+                continue
+            results.append(IsrChangeResult(
+                True, answer.leader_epoch, answer.partition_epoch, tuple(answer.isr)
+            ))  # fmt: skip
+        return results

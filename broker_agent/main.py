@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 def replica_config(config: BrokerConfig) -> ReplicaConfig:
     return ReplicaConfig(
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+        replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
         message_max_bytes=config.message_max_bytes,
         log=LogConfig(
             segment_bytes=config.log_segment_bytes,

@@ -25,6 +25,7 @@ from typing import Any
 from kio.index import load_entity_module
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
@@ -98,6 +99,24 @@ def decode_request(frame: bytes, api_key: int, api_version: int) -> DecodedReque
     return DecodedRequest(
         api_key, api_version, header.correlation_id, getattr(header, "client_id", None), body
     )
+
+
+# Produce v0-2 (Kafka removed them in 4.0; kio has no schema): header v1, then acks.
+LEGACY_PRODUCE_VERSIONS = range(3)
+_ACKS = struct.Struct(">h")
+
+
+def produce_acks(frame: bytes, api_version: int) -> int | None:
+    """The `acks` of a Produce request of any version, served or not: from its schema
+    when kio has one, else from the legacy layout (acks first in the body); None
+    when the bytes do not say."""
+    try:
+        if api_version in LEGACY_PRODUCE_VERSIONS:
+            _, header_size = entity_reader(RequestHeaderV1)(frame, 0)
+            return int(_ACKS.unpack_from(frame, header_size)[0])
+        return int(decode_request(frame, 0, api_version).body.acks)
+    except Exception:  # no schema of this version, or bytes that do not parse
+        return None
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

@@ -110,7 +110,9 @@ class KafkaLeaderFetchClient:
             return [
                 FetchPartitionResult(p.topic, p.partition, answer.error_code) for p in partitions
             ]
-        out: list[FetchPartitionResult] = []
+        # Kafka's answer groups partitions by topic; the seam answers in the
+        # order asked (a restarted follower's partitions interleave topics).
+        found: dict[tuple[str, int], FetchPartitionResult] = {}
         for topic in answer.responses:
             for r in topic.partitions:
                 diverging = None
@@ -118,19 +120,24 @@ class KafkaLeaderFetchClient:
                     diverging = DivergingEpoch(
                         int(r.diverging_epoch.epoch), int(r.diverging_epoch.end_offset)
                     )
-                out.append(
-                    FetchPartitionResult(
-                        topic=topic.topic,
-                        partition=int(r.partition_index),
-                        error=r.error_code,
-                        high_watermark=int(r.high_watermark),
-                        last_stable_offset=int(r.last_stable_offset),
-                        log_start_offset=int(r.log_start_offset),
-                        diverging_epoch=diverging,
-                        records=bytes(r.records or b""),
-                    )
+                key = (topic.topic, int(r.partition_index))
+                found[key] = FetchPartitionResult(
+                    topic=topic.topic,
+                    partition=key[1],
+                    error=r.error_code,
+                    high_watermark=int(r.high_watermark),
+                    last_stable_offset=int(r.last_stable_offset),
+                    log_start_offset=int(r.log_start_offset),
+                    diverging_epoch=diverging,
+                    records=bytes(r.records or b""),
                 )
-        return out
+        return [
+            found.get(
+                (p.topic, p.partition),
+                FetchPartitionResult(p.topic, p.partition, ErrorCode.unknown_server_error),
+            )
+            for p in partitions
+        ]
 
     async def offsets_for_leader_epoch(
         self, leader_id: int, replica_id: int, queries: Sequence[EpochQuery]

@@ -12,8 +12,12 @@ Kafka's rules at the edge, which this follows:
   unread, so a client that floods stalls only itself.
 * ApiVersions of a version not served is answered at v0 with
   UNSUPPORTED_VERSION and the served table, so a newer client can pick a
-  version. Any other API or version outside `versions.SERVED`, and any request
-  that does not parse, closes the connection, as Kafka's SocketServer does.
+  version. Any other Kafka API or version outside `versions.SERVED` is answered
+  with that API's response carrying UNSUPPORTED_VERSION, and the connection goes
+  on (Kafka closes it; see `unsupported.py`), except an acks=0 Produce, whose
+  client reads no answer: closed, as a failed acks=0 produce is. A key that is
+  no Kafka API, and a request that does not parse, close the connection, as
+  Kafka's SocketServer does.
 * A connection idle for `connections.max.idle.ms` (no frame started or one
   never finished) is closed, as Kafka closes idle connections.
 * Whatever one connection sends, the others are served on: every failure is
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker_agent.kafka import codec
+from broker_agent.kafka.unsupported import unsupported_response
 from broker_agent.kafka.versions import SERVED, ApiKey, is_served
 from quorum.common.tls import ANONYMOUS
 
@@ -85,6 +90,7 @@ class KafkaListener:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.closed_connections = 0  # by a bad frame or request (for tests and metrics)
+        self.unsupported_requests = 0  # answered UNSUPPORTED_VERSION (an API or version not served)
 
     async def start(self) -> int:
         """Bind and serve; returns the bound port (the given one, or the kernel's for 0)."""
@@ -181,9 +187,19 @@ class KafkaListener:
         if not is_served(api_key, api_version):
             if api_key == ApiKey.API_VERSIONS:
                 return codec.encode_response(correlation_id, unsupported_api_versions())
-            raise FrameError(
-                f"{codec.api_name(api_key)} (key {api_key}) v{api_version} is not served"
-            )
+            answer = unsupported_response(api_key, api_version)
+            if answer is None:
+                raise FrameError(f"api key {api_key} is no Kafka API")
+            if api_key == ApiKey.PRODUCE and codec.produce_acks(frame, api_version) == 0:
+                # Its client reads no answer, so one would be taken for the next
+                # request's: as for a failed acks=0 produce, Kafka's way is to close.
+                raise CloseConnection(f"an acks=0 produce v{api_version} (not served)")
+            self.unsupported_requests += 1
+            log.debug(
+                "Kafka connection from %s: %s (key %d) v%d is not served: UNSUPPORTED_VERSION",
+                conn.peer_host, codec.api_name(api_key), api_key, api_version,
+            )  # fmt: skip
+            return codec.encode_response(correlation_id, answer)
         try:
             request = codec.decode_request(frame, api_key, api_version)
         except codec.MalformedRequest as err:

@@ -8,7 +8,10 @@
 * `quorum_broker_kafka_errors_total{api,error}`: Kafka's `ErrorsPerSec{request,error}`,
   one count per error code in a response (per partition, as Kafka counts);
 * `quorum_broker_kafka_connections_closed_total{listener}`: connections closed for a
-  bad frame, an unsupported API or version, or bytes that do not parse.
+  bad frame, a key that is no Kafka API, or bytes that do not parse;
+* `quorum_broker_kafka_unsupported_requests_total{listener}`: requests for an API or
+  version not served, answered UNSUPPORTED_VERSION (not labelled by API or version:
+  a client may send any of 65536 of each).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class KafkaRequestMetrics:
             "Error codes in Kafka responses (per partition), by API and Kafka error name.",
             ["api", "error"], registry=registry,
         )  # fmt: skip
-        registry.register(_ClosedConnections(listeners))
+        registry.register(_ListenerCounters(listeners))
         # The labelled children, looked up once (labels() takes a lock and builds a
         # key on every call, and this runs on every request).
         self._counted: dict[tuple[str, int], Any] = {}
@@ -76,17 +79,25 @@ def _error_codes(value: Any) -> Iterator[int]:
             yield from _error_codes(item)
 
 
-class _ClosedConnections(Collector):
+class _ListenerCounters(Collector):
     def __init__(self, listeners: Sequence[KafkaListener]) -> None:
         self._listeners = listeners
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         family = CounterMetricFamily(
             "quorum_broker_kafka_connections_closed",
-            "Kafka connections closed for a bad frame, an API or version not served, "
+            "Kafka connections closed for a bad frame, a key that is no Kafka API, "
             "or a request that does not parse.",
             labels=["listener"],
         )
         for listener in self._listeners:
             family.add_metric([listener.name], listener.closed_connections)
         yield family
+        unsupported = CounterMetricFamily(
+            "quorum_broker_kafka_unsupported_requests",
+            "Kafka requests for an API or version not served, answered UNSUPPORTED_VERSION.",
+            labels=["listener"],
+        )
+        for listener in self._listeners:
+            unsupported.add_metric([listener.name], listener.unsupported_requests)
+        yield unsupported

@@ -106,7 +106,10 @@ class LeaderFetchClient(Protocol):
         min_bytes: int,
         max_bytes: int,
         partitions: Sequence[FetchPartition],
-    ) -> list[FetchPartitionResult]: ...
+    ) -> list[FetchPartitionResult]:
+        """One result per partition, in the order of `partitions` (the fetcher
+        pairs them by position)."""
+        ...
 
     async def offsets_for_leader_epoch(
         self, leader_id: int, replica_id: int, queries: Sequence[EpochQuery]
@@ -115,13 +118,27 @@ class LeaderFetchClient(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class IsrChangeResult:
+    """The controller's answer to one item: accepted with the partition's
+    committed state (ISR and partition epoch: an accepted change that changed
+    nothing commits no record, so the answer is the only news of it), or refused."""
+
+    accepted: bool
+    leader_epoch: int = -1
+    partition_epoch: int = -1
+    isr: tuple[int, ...] = ()
+
+
+REFUSED = IsrChangeResult(False)
+
+
 class IsrChanger(Protocol):
     """AlterPartition to the active controller, for many partitions in one
     request (as Kafka's carries topics x partitions): one answer per request,
-    in order, True when it was accepted (the change then arrives in committed
-    metadata), False when refused (a stale partition epoch: the leader asks
-    again on fresh metadata) or unreachable (all False)."""
+    in order; refused (a stale partition epoch: the leader asks again on fresh
+    metadata) or unreachable (all refused)."""
 
     async def alter_partitions(
         self, broker_id: int, requests: Sequence[IsrChangeRequest]
-    ) -> list[bool]: ...
+    ) -> list[IsrChangeResult]: ...

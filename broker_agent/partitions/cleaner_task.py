@@ -113,6 +113,7 @@ class CleanerTask:
             for step_bytes in steps:
                 await asyncio.sleep(0)
                 window_bytes += step_bytes
+                self.stats.io_bytes += step_bytes
                 limit = self.config.io_max_bytes_per_second
                 if limit != float("inf"):
                     ahead = window_bytes / limit - (time.monotonic() - window_start)

@@ -110,6 +110,9 @@ class CleanerStats:
     max_dirty_ratio: float = 0.0
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
+    # Bytes read, counted step by step as the task runs them (rounds still
+    # running and dropped ones included): what the throttle meters.
+    io_bytes: int = 0
     partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
 
 

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
 
+from broker_agent.partitions.api import IsrChangeRequest
 from broker_agent.partitions.assignments import PartitionAssignment
 from broker_agent.partitions.partition_log import PartitionLog
 from broker_agent.partitions.producer_state import ProducerStateTable
@@ -27,7 +28,9 @@ class Partition:
     high_watermark: int = 0
     leader_state: rules.LeaderState | None = None
     needs_truncation: bool = False  # a follower checks its epochs before fetching
-    isr_change_in_flight: bool = False
+    # The AlterPartition item sent and not answered (its answer is acted on only
+    # while it is still this one: newer metadata supersedes it).
+    isr_change_in_flight: IsrChangeRequest | None = None
     fetch_answers: int = 0  # as a follower: answers handled from the leader
     # As a follower: (leader epoch, leader HW) of the last fetch answer, for the lag metric.
     fetched_leader_high_watermark: tuple[int, int] | None = None

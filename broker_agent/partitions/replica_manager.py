@@ -39,9 +39,9 @@ a Produce or Fetch for such a replica waits for the open (within its own
 timeout) and the other requests get NOT_LEADER_OR_FOLLOWER (retriable).
 
 Split by job: the settings in `replica_config.py`, what a Produce is refused
-in `produce_checks.py`, a Fetch's answer and long poll in `fetch_path.py`, the
-offset lookups in `offset_lookups.py`; this class keeps the replicas and their
-roles, the appends and the acks wait, the HW and the ISR changes.
+and when it is answered in `produce_path.py`, a Fetch's answer and long poll
+in `fetch_path.py`, the offset lookups in `offset_lookups.py`; this class keeps
+the replicas and their roles, the appends, the HW and the ISR changes.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
@@ -58,12 +59,14 @@ from kio.schema.errors import ErrorCode
 from broker_agent.partitions.api import (
     CONSUMER_REPLICA_ID,
     NO_LEADER_EPOCH,
+    REFUSED,
     AppendResult,
     EpochEndOffsetResult,
     FetchPartition,
     FetchPartitionResult,
     IsrChanger,
     IsrChangeRequest,
+    IsrChangeResult,
     LeaderFetchClient,
     ListOffsetsResult,
 )
@@ -75,12 +78,11 @@ from broker_agent.partitions.log_opener import BackgroundOpener, OpenedLog
 from broker_agent.partitions.offset_lookups import epoch_end_offset, offset_at
 from broker_agent.partitions.partition import Partition, Role
 from broker_agent.partitions.partition_log import LogConfig, PartitionLog, directory_name
-from broker_agent.partitions.produce_checks import refuse_before_append
+from broker_agent.partitions.produce_path import await_acks, refuse_before_append
 from broker_agent.partitions.producer_state import ProducerStateTable, SequenceCheck
 from broker_agent.partitions.record_batch import InvalidRecordBatch, split_batches
 from broker_agent.partitions.replica_config import ReplicaConfig, log_config_for
 from broker_agent.replication import leader as rules
-from broker_agent.replication.acks import AcksOutcome, check_replicated
 from broker_agent.replication.follower import TruncationMode
 from quorum.controller.metadata_image import MetadataImage
 
@@ -208,6 +210,11 @@ class ReplicaManager:
             ):
                 continue  # older than what this replica already follows
             part.log.config = config
+            if assignment == part.assignment and part.role is self._role_for(assignment):
+                # Nothing committed about it (another partition's record): an ISR
+                # change in flight stays in flight, rather than being asked again
+                # (and refused as stale) at the next follower fetch.
+                continue
             self._apply_assignment(part, assignment, now)
         if to_open:
             self._opener.open(to_open, now)
@@ -262,6 +269,11 @@ class ReplicaManager:
         part.log.delete()
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
 
+    def _role_for(self, assignment: PartitionAssignment) -> Role:
+        if assignment.leader == self.broker_id:
+            return Role.LEADER
+        return Role.FOLLOWER if assignment.leader >= 0 else Role.OFFLINE
+
     def _apply_assignment(self, part: Partition, assignment: PartitionAssignment, now: int) -> None:
         previous = part.assignment
         part.assignment = assignment
@@ -275,7 +287,7 @@ class ReplicaManager:
                 part.leader_state = rules.update_metadata(
                     state, assignment.partition_epoch, assignment.replicas, assignment.isr, now
                 )
-                part.isr_change_in_flight = False
+                part.isr_change_in_flight = None
                 self._maybe_increment_hw(part)
             else:
                 part.role = Role.LEADER
@@ -356,7 +368,7 @@ class ReplicaManager:
         for header, _ in batches:
             verdict, stored = part.producers.check(header)
             if verdict is SequenceCheck.DUPLICATE and stored is not None:
-                return await self._complete(
+                return await await_acks(
                     part, stored.first_offset, stored.last_offset + 1, acks, timeout_ms
                 )
             if verdict in SEQUENCE_ERRORS:
@@ -377,33 +389,7 @@ class ReplicaManager:
         part.leader_state = rules.on_local_append(part.leader_state, part.log.log_end_offset)
         self._maybe_increment_hw(part)
         part.notify()
-        return await self._complete(part, base, offset, acks, timeout_ms)
-
-    async def _complete(
-        self, part: Partition, base: int, end: int, acks: int, timeout_ms: int
-    ) -> AppendResult:
-        """Answer per acks: 0 and 1 at once, -1 once the HW passes `end`."""
-        if acks != -1:
-            return AppendResult(ErrorCode.none, base, -1, part.log.log_start_offset)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        epoch = part.leader_epoch
-        while True:
-            if part.role is not Role.LEADER or part.leader_epoch != epoch:
-                return AppendResult(ErrorCode.not_leader_or_follower, base)
-            outcome = check_replicated(
-                end, part.high_watermark, len(part.isr), part.log.config.min_insync_replicas
-            )
-            if outcome is AcksOutcome.OK:
-                return AppendResult(ErrorCode.none, base, -1, part.log.log_start_offset)
-            if outcome is AcksOutcome.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-                return AppendResult(ErrorCode.not_enough_replicas_after_append, base)
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return AppendResult(ErrorCode.request_timed_out, base)
-            changed = part.changed
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+        return await await_acks(part, base, offset, acks, timeout_ms)
 
     # ----------------------------------------------------------------- fetch
 
@@ -471,7 +457,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------- ISR
 
     def _request_isr_change(self, part: Partition, change: rules.IsrChange) -> None:
-        if self.isr_changer is None or part.isr_change_in_flight:
+        if self.isr_changer is None or part.isr_change_in_flight is not None:
             assert part.leader_state is not None
             if self.isr_changer is None:
                 part.leader_state = rules.isr_change_failed(part.leader_state)
@@ -480,7 +466,7 @@ class ReplicaManager:
             part.topic, part.assignment.topic_id, part.partition,
             change.leader_epoch, change.partition_epoch, change.new_isr,
         )  # fmt: skip
-        part.isr_change_in_flight = True
+        part.isr_change_in_flight = request
         self._isr_queue.append((part, request))
         if self._isr_sender is None or self._isr_sender.done():
             task = asyncio.get_running_loop().create_task(self._send_isr_changes())
@@ -499,24 +485,46 @@ class ReplicaManager:
             batch = self._isr_queue[:ISR_CHANGES_PER_REQUEST]
             del self._isr_queue[: len(batch)]
             try:
-                accepted = await self.isr_changer.alter_partitions(
+                results = await self.isr_changer.alter_partitions(
                     self.broker_id, [request for _, request in batch]
                 )
             except Exception as exc:
                 log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
-                accepted = [False] * len(batch)
+                results = [REFUSED] * len(batch)
             log.info(
                 "broker %d: AlterPartition of %d partitions: %d accepted",
-                self.broker_id, len(batch), sum(accepted),
+                self.broker_id, len(batch), sum(r.accepted for r in results),
             )  # fmt: skip
-            for (part, _), ok in zip(batch, accepted, strict=True):
-                if not part.isr_change_in_flight:
-                    continue  # metadata already settled it
-                part.isr_change_in_flight = False
-                if not ok and part.leader_state is not None:
-                    # Refused (stale partition epoch) or unreachable: forget it; the
-                    # next tick or fetch asks again with the partition epoch then current.
-                    part.leader_state = rules.isr_change_failed(part.leader_state)
+            for (part, request), result in zip(batch, results, strict=True):
+                if part.isr_change_in_flight is not request:
+                    continue  # newer metadata settled it meanwhile
+                part.isr_change_in_flight = None
+                self._settle_isr_change(part, result)
+
+    def _settle_isr_change(self, part: Partition, result: IsrChangeResult) -> None:
+        """Kafka's leader takes the ISR and partition epoch from the answer (as
+        its AlterPartitionManager does): an accepted change that changed nothing
+        commits no record, and would otherwise stay pending for ever. Refused
+        (stale partition epoch) or unreachable: forget it; the next tick or
+        fetch asks again with the partition epoch then current."""
+        state = part.leader_state
+        if state is None or part.role is not Role.LEADER:
+            return
+        if (
+            not result.accepted
+            or result.leader_epoch != state.leader_epoch
+            or result.partition_epoch < state.partition_epoch
+        ):
+            part.leader_state = rules.isr_change_failed(state)
+            return
+        part.leader_state = rules.update_metadata(
+            state, result.partition_epoch, state.replicas, result.isr, self.clock()
+        )
+        part.assignment = replace(
+            part.assignment, isr=result.isr, partition_epoch=result.partition_epoch
+        )
+        self._maybe_increment_hw(part)
+        part.notify()
 
     def tick(self) -> None:
         """ISR shrink by `replica.lag.time.max.ms`, retention, timed flushes."""

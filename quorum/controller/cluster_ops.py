@@ -9,6 +9,7 @@ from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import new_uuid, wrap
 from quorum.controller.features import SUPPORTED_FEATURES
 from quorum.controller.metadata_image import AclEntry, MetadataImage
+from quorum.controller.partition_ops import elections_for_unclean_enabled
 from quorum.controller.topic_ops import OK, Records, api_error
 from quorum.controller.validation import (
     acl_binding_problem,
@@ -49,6 +50,7 @@ def build_alter_configs(
 ) -> tuple[Records, api.IncrementalAlterConfigsResponse]:
     records: Records = []
     response = api.IncrementalAlterConfigsResponse()
+    changed: dict[tuple[int, str], dict[str, str]] = {}
     for item in request.resources:
         rtype, name = int(item.resource_type), item.resource_name
         result = response.resources.add(resource_type=item.resource_type, resource_name=name)
@@ -67,6 +69,7 @@ def build_alter_configs(
         result.error.CopyFrom(OK)
         if request.validate_only:
             continue
+        changed[(rtype, name)] = updated
         kind = md.ConfigResourceType.Value(
             {cs.TOPIC: "CONFIG_RESOURCE_TOPIC", cs.BROKER: "CONFIG_RESOURCE_BROKER"}.get(
                 rtype, "CONFIG_RESOURCE_CLUSTER"
@@ -79,7 +82,7 @@ def build_alter_configs(
             if key in updated:
                 record.value = updated[key]
             records.append(wrap(config=record))
-    return records, response
+    return records + elections_for_unclean_enabled(image, changed), response
 
 
 def describe_configs(

@@ -22,6 +22,7 @@ from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
 from quorum.controller.cluster_ops import SUPPORTED_FEATURES
 from quorum.controller.commit_clock import CommitClock
+from quorum.controller.fetch_answers import AnswerKey, FetchAnswer, FetchAnswers
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.metrics_view import ControllerView
 from quorum.controller.request_limits import RequestLimits
@@ -79,6 +80,7 @@ class QuorumController:
         self.commits = (
             CommitClock() if wall_clock_ms is None else CommitClock(clock_ms=wall_clock_ms)
         )
+        self.answers = FetchAnswers()  # MetadataFetch answers, encoded once per commit
         self.queue = WriteQueue(
             image, raft.node_id, self._propose, self._ready, lambda: self.leader.leader_id
         )
@@ -114,6 +116,7 @@ class QuorumController:
             snapshots.maybe_start()
 
     def handle_load_snapshot(self, reader: SnapshotReader) -> None:
+        self.answers.clear()
         self.image.load_snapshot(reader.records, reader.snapshot_id.end_offset)
         if self.snapshots is not None:
             self.snapshots.on_loaded(reader.snapshot_id)
@@ -123,6 +126,7 @@ class QuorumController:
         being active tells them at once (NOT_CONTROLLER with the new leader); a
         write waiting for this node to become active looks again. The fencing
         loop refreshes every session when this node becomes active."""
+        self.answers.clear()
         if leader.leader_id != self.raft.node_id:
             self.commits.wake()
         self.queue.notify()
@@ -208,13 +212,22 @@ class QuorumController:
     async def metadata_fetch(
         self, request: bpb.MetadataFetchRequest, received_ms: int
     ) -> bpb.MetadataFetchResponse:
+        """`metadata_fetch_answer`, decoded."""
+        return (await self.metadata_fetch_answer(request, received_ms)).decode()
+
+    async def metadata_fetch_answer(
+        self, request: bpb.MetadataFetchRequest, received_ms: int
+    ) -> FetchAnswer:
         """A broker's heartbeat and pull, validated before the heartbeat counts:
 
         - below the log start, or more than `SNAPSHOT_LAG_RECORDS` behind with a
           snapshot to offer: load that snapshot first;
         - else the committed batches after its offset, never past the high
           watermark, each with its append and commit times;
-        - a caught-up fetch is parked until the next commit or `max_wait_ms`."""
+        - a caught-up fetch is parked until the next commit or `max_wait_ms`.
+
+        The records and high watermark are encoded once for every broker that
+        asks the same (`FetchAnswers`); the broker's own fields come apart."""
         problems = fetch_problems(request)
         if problems:
             self.errors += 1
@@ -243,7 +256,7 @@ class QuorumController:
         session = self.registry.sessions.get(request.broker_id)
         if session is not None:
             session.reported_state = bpb.BrokerState.Name(request.current_state)
-        response = bpb.MetadataFetchResponse(
+        own = bpb.MetadataFetchResponse(
             is_fenced=beat.is_fenced,
             is_caught_up=beat.is_caught_up,
             should_shut_down=beat.should_shut_down,
@@ -252,15 +265,30 @@ class QuorumController:
         )
         snapshot = self._snapshot_to_load(request.fetch_offset)
         if snapshot is not None:
-            response.load_snapshot.CopyFrom(snapshot)
-        else:
-            if request.fetch_offset >= raft.high_watermark and not beat.should_shut_down:
-                await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
-                if self.leader.leader_id != raft.node_id:  # woken: no longer active
-                    raise NotController(self.leader.leader_id)
-            self._fill_batches(response, request.fetch_offset, request.max_records)
-        response.high_watermark = raft.high_watermark
-        return response
+            shared = bpb.MetadataFetchResponse(
+                load_snapshot=snapshot, high_watermark=raft.high_watermark
+            )
+            return FetchAnswer(shared.SerializeToString(), own)
+        if request.fetch_offset >= raft.high_watermark and not beat.should_shut_down:
+            await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
+            if self.leader.leader_id != raft.node_id:  # woken: no longer active
+                raise NotController(self.leader.leader_id)
+        return FetchAnswer(self._batches_answer(request.fetch_offset, request.max_records), own)
+
+    def _batches_answer(self, fetch_offset: int, max_records: int) -> bytes:
+        """The encoded batches after `fetch_offset` and the high watermark, shared."""
+        raft = self.raft
+        key = AnswerKey(
+            fetch_offset, max_records or DEFAULT_MAX_RECORDS, raft.high_watermark,
+            raft.log_start_offset,
+        )  # fmt: skip
+        shared = self.answers.get(key)
+        if shared is None:
+            response = bpb.MetadataFetchResponse(high_watermark=key.high_watermark)
+            self._fill_batches(response, fetch_offset, key.max_records)
+            shared = response.SerializeToString()
+            self.answers.put(key, shared)
+        return shared
 
     def _snapshot_to_load(self, fetch_offset: int) -> bpb.SnapshotRef | None:
         raft = self.raft
@@ -275,7 +303,7 @@ class QuorumController:
     def _fill_batches(
         self, response: bpb.MetadataFetchResponse, fetch_offset: int, max_records: int
     ) -> None:
-        budget = max_records or DEFAULT_MAX_RECORDS
+        budget = max_records
         for batch in self.raft.read_committed(fetch_offset, budget):
             skip = max(0, fetch_offset - batch.base_offset)
             records = batch.records[skip:]

@@ -7,7 +7,7 @@ shutting down or coming back, and the automatic preferred-leader rebalance.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError
@@ -36,13 +36,47 @@ def change_record(topic_id: str, pid: int, spec: ChangeSpec) -> md.MetadataRecor
     return wrap(partition_change=record)
 
 
-def unclean_allowed(image: MetadataImage, topic: TopicImage) -> bool:
+UNCLEAN_KEY = "unclean.leader.election.enable"
+
+
+def unclean_allowed(
+    image: MetadataImage,
+    topic: TopicImage,
+    changed: Mapping[tuple[int, str], Mapping[str, str]] | None = None,
+) -> bool:
+    """The topic's effective setting; `changed` overrides configs (resource type,
+    name) as a write about to commit leaves them."""
+    changed = changed or {}
     value = cs.topic_value(
-        "unclean.leader.election.enable",
-        image.config(cs.TOPIC, topic.name),
-        image.config(cs.CLUSTER, ""),
+        UNCLEAN_KEY,
+        changed.get((cs.TOPIC, topic.name), image.config(cs.TOPIC, topic.name)),
+        changed.get((cs.CLUSTER, ""), image.config(cs.CLUSTER, "")),
     )
     return value.lower() == "true"
+
+
+def elections_for_unclean_enabled(
+    image: MetadataImage, changed: Mapping[tuple[int, str], Mapping[str, str]]
+) -> Records:
+    """Configs turning `unclean.leader.election.enable` on elect, in the same
+    commit, a leader for the partitions already offline under them (a live
+    replica outside the ISR, its data lost as the seed says): what the operator
+    turned it on for. Only the configs changed here are looked at; a partition
+    that goes offline later is elected when its last ISR member is fenced."""
+    if not any(UNCLEAN_KEY in configs for configs in changed.values()) and not any(
+        UNCLEAN_KEY in image.config(rtype, name) for rtype, name in changed
+    ):
+        return []
+    acceptable = acceptable_leader(image)
+    records: Records = []
+    for topic in image.topics_by_id.values():
+        if unclean_allowed(image, topic) or not unclean_allowed(image, topic, changed):
+            continue
+        for pid, part in sorted(topic.partitions.items()):
+            spec = on_broker_available(part, acceptable, unclean_allowed=True)
+            if spec is not None:
+                records.append(change_record(topic.topic_id, pid, spec))
+    return records
 
 
 def _partitions_of(

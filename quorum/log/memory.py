@@ -43,6 +43,13 @@ class MemoryLogStore:
             return self._batches[self._durable_count - 1].next_offset
         return self.start_offset
 
+    def durable_epoch_at(self, offset: int) -> int | None:
+        """The epoch of the entry at `offset` if it would survive a crash now."""
+        for batch in self._batches[: self._durable_count]:
+            if batch.base_offset <= offset <= batch.last_offset:
+                return batch.epoch
+        return None
+
     def append(self, batches: Sequence[Batch]) -> None:
         for batch in batches:
             if batch.base_offset != self.end_offset:

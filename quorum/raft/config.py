@@ -35,9 +35,14 @@ class RaftConfig:
     # where no election can start again.
     max_epoch_jump: int = 10_000
     max_batch_records: int = 8192
+    # `kraft.version`: 0 keeps `voters` (controller.quorum.voters) as the voter
+    # set for good; 1 takes the voter set from the newest VotersRecord in the
+    # log (KIP-853, `quorum/raft/voters.py`), `voters` only until there is one.
+    kraft_version: int = 0
 
     @property
     def is_voter(self) -> bool:
+        """In the static voter set; the node's current answer is `RaftNode.is_voter`."""
         return self.node_id in self.voters
 
     @property

@@ -49,7 +49,7 @@ class Elections(NodeBase):
     # ----------------------------------------------------------- running
 
     def _become_prospective(self, now: int) -> None:
-        if not self.config.is_voter or self._epochs_exhausted(now):
+        if not self.may_campaign or self._epochs_exhausted(now):
             return
         old = self.state
         deadline = now + self._election_timeout()
@@ -98,13 +98,20 @@ class Elections(NodeBase):
         state = self.state
         if not isinstance(state, ProspectiveState | CandidateState):
             raise AssertionError(f"counting votes as {state.role.value}")
+        if not self.may_campaign:
+            # A snapshot installed while running showed that this node is no
+            # longer a voter: it wins nothing, and gives up when the round ends.
+            return
         voters = len(self._voters)
-        if state.votes.won(voters):
+        # With the voter set in the log only its members' votes count (a node
+        # running while its own removal is uncommitted does not count itself).
+        counted = self._voters if self._dynamic_voters else None
+        if state.votes.won(voters, counted):
             if isinstance(state, ProspectiveState):
                 self._become_candidate(now, Trigger.PRE_VOTE_WON)
             else:
                 self._become_leader(now)
-        elif state.votes.lost(voters):
+        elif state.votes.lost(voters, counted):
             if isinstance(state, ProspectiveState):
                 self._prospective_failed(now)
             else:
@@ -171,7 +178,13 @@ class Elections(NodeBase):
         self._effects.append(SendMessage(source, response))
 
     def _decide_vote(self, req: VoteRequest, now: int) -> bool:
-        if not self.config.is_voter or req.candidate_id not in self._voters:
+        # With the voter set in the log (kraft.version 1) the candidate may hold a
+        # newer set than ours, one that names this node or the candidate: judge
+        # it by its log alone. A vote counts only in the candidate's own set, and
+        # this node still votes once per epoch, so any two majorities that could
+        # elect a leader in one epoch share a voter that chose only one of them.
+        static = not self._dynamic_voters
+        if static and (not self.is_voter or req.candidate_id not in self._voters):
             return False
         up_to_date = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
         if req.pre_vote:
@@ -223,7 +236,7 @@ class Elections(NodeBase):
             new = self._unattached(req.leader_epoch, None, now)
             self._transition(Trigger.HIGHER_EPOCH, new, now)
         self._effects.append(SendMessage(source, EndQuorumEpochResponse(self.epoch, None)))
-        if not self.config.is_voter or self.role in (Role.LEADER, Role.CANDIDATE):
+        if not self.may_campaign or self.role in (Role.LEADER, Role.CANDIDATE):
             return
         state = self.state
         if isinstance(state, FollowerState):

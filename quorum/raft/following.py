@@ -13,7 +13,14 @@ from quorum.raft.fetching import truncation_offset
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse
 from quorum.raft.nodebase import NodeBase
 from quorum.raft.records import Batch, OffsetAndEpoch
-from quorum.raft.states import NEVER, FollowerState, UnattachedState
+from quorum.raft.states import (
+    NEVER,
+    CandidateState,
+    FollowerState,
+    ProspectiveState,
+    ResignedState,
+    UnattachedState,
+)
 from quorum.raft.transitions import Trigger
 
 
@@ -74,6 +81,7 @@ class Following(NodeBase):
         end = truncation_offset(self.log, diverging, self.high_watermark)
         if end < self.log.end_offset:
             self.log.truncate_to(end)
+            self._voters_truncated(end)
             self._log_generation += 1
             self.flushed_end = min(self.flushed_end, end)
             self._effects.append(TruncateLog(end))
@@ -87,6 +95,7 @@ class Following(NodeBase):
             appended.append(batch)
         if appended:
             self._effects.append(AppendBatches(tuple(appended)))
+            self._note_control_records(tuple(appended))
         return bool(appended)
 
     # --------------------------------------------------------- losing the leader
@@ -119,9 +128,18 @@ class Following(NodeBase):
         return rank * stagger + self._rng.randrange(0, stagger // 5 + 1)
 
     def _observer_timeout(self, now: int) -> None:
-        """An observer that lost its leader asks a random voter who leads now."""
-        if isinstance(self.state, FollowerState):
-            self._transition(Trigger.LEADER_LOST, self._unattached(self.epoch, None, now), now)
+        """An observer that lost its leader asks a random voter who leads now.
+
+        A former voter keeps the vote it cast in this epoch (a voter change may
+        make it a voter again in the same epoch); a leader that a voter change
+        removed, resigned, becomes an observer here, as does a node that learnt
+        from a snapshot installed while it was running that it is no voter.
+        """
+        if isinstance(
+            self.state, FollowerState | ResignedState | ProspectiveState | CandidateState
+        ):
+            new = self._unattached(self.epoch, self.voted_for, now)
+            self._transition(Trigger.LEADER_LOST, new, now)
         state = self.state
         if not isinstance(state, UnattachedState):
             raise AssertionError(f"an observer cannot be {state.role.value}")

@@ -59,6 +59,7 @@ class Leading(NodeBase):
         self.log.append(batch)
         self._effects.append(AppendBatches((batch,)))
         self._effects.append(self._flush_effect())
+        self._note_control_records((batch,))
 
     # ----------------------------------------------------------- group commit
 
@@ -98,7 +99,8 @@ class Leading(NodeBase):
         if now >= state.begin_retry_at:
             self._send_begin_quorum_epoch(state, now)
         if now - state.became_leader_at >= self.config.fetch_timeout_ms:
-            live = state.live_voters(self._voters, now - self.config.fetch_timeout_ms)
+            horizon = now - self.config.fetch_timeout_ms
+            live = state.live_voters(self._voters, horizon, counting_self=self.is_voter)
             if live < majority_size(len(self._voters)):
                 self._resign(state, now)
 
@@ -115,14 +117,27 @@ class Leading(NodeBase):
     # ------------------------------------------------------- high watermark
 
     def _maybe_advance_high_watermark(self, now: int) -> None:
+        """Count the voter set in force, the newest in the log: a voter change is
+        committed by a majority of the new set, and a leader the change removed
+        no longer counts itself."""
         state = self._leader_state()
-        offsets = [self.flushed_end]
+        offsets = [self.flushed_end] if self.is_voter else []
         offsets.extend(p.end_offset for v, p in state.progress.items() if v in self._voters)
         candidate = majority_offset(offsets, len(self._voters))
         # Only once our own LeaderChange record is committed (KIP-595).
         if candidate > state.epoch_start_offset and candidate > self.high_watermark:
             self._set_high_watermark(candidate)
             self._answer_parked(now, only_with_news=True)
+            self._maybe_resign_removed(state, now)
+
+    def _maybe_resign_removed(self, state: LeaderState, now: int) -> None:
+        """A leader removed from the voters keeps leading until the change that
+        removed it is committed, then hands over (KIP-853)."""
+        if self.is_voter:
+            return
+        latest = self.latest_voter_change()
+        if latest is not None and latest[0] < self.high_watermark:
+            self._resign(state, now)
 
     def _answer_parked(self, now: int, only_with_news: bool) -> None:
         """Answer parked fetches that have new records; one whose only news is the

@@ -32,6 +32,9 @@ class ErrorCode(Enum):
     BROKER_NOT_AVAILABLE = 8
     INVALID_RECORD = 87
     REQUEST_TIMED_OUT = 7
+    UNSUPPORTED_VERSION = 35
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ through `NodeBase._transition`, which consults the transition table in
 `quorum/raft/transitions.py` and raises on anything it does not list. The work
 of each role lives in a module of its own: `elections.py` (pre-vote, vote,
 Begin/EndQuorumEpoch), `leading.py` (group commit, answering fetches, the high
-watermark, check-quorum) and `following.py` (the fetch loop, truncation,
-observers). The golden transcripts in `tests/raft/testdata/` show the protocol
-event by event.
+watermark, check-quorum), `membership.py` (voter changes, KIP-853, on top of
+leading) and `following.py` (the fetch loop, truncation, observers). The golden
+transcripts in `tests/raft/testdata/` show the protocol event by event.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig, Rando
 from quorum.raft.effects import AdvanceLogStart, Effect, ResetLog, Role, RoleChanged
 from quorum.raft.elections import Elections
 from quorum.raft.following import Following
-from quorum.raft.leading import Leading
 from quorum.raft.log import RaftLog
+from quorum.raft.membership import Membership
 from quorum.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
@@ -47,11 +47,12 @@ from quorum.raft.states import (
     UnattachedState,
 )
 from quorum.raft.transitions import Trigger
+from quorum.raft.voters import VoterSet
 
 __all__ = ["NEVER", "NotLeaderError", "RaftNode"]
 
 
-class RaftNode(Elections, Leading, Following):
+class RaftNode(Elections, Membership, Following):
     def __init__(
         self,
         config: RaftConfig,
@@ -59,8 +60,11 @@ class RaftNode(Elections, Leading, Following):
         now: int,
         state: QuorumStateData | None = None,
         log: RaftLog | None = None,
+        snapshot_voters: VoterSet | None = None,
     ) -> None:
-        super().__init__(config, rng, log if log is not None else RaftLog())
+        """`snapshot_voters`: the voter set stored with the log's snapshot
+        (kraft.version 1; see `voter_set_at`)."""
+        super().__init__(config, rng, log if log is not None else RaftLog(), snapshot_voters)
         self.state = self._resume(state or QuorumStateData(), now)
         if isinstance(self.state, FollowerState):
             self._send_fetch(now)
@@ -127,13 +131,13 @@ class RaftNode(Elections, Leading, Following):
             and now >= state.fetch_sent_at + self.config.request_timeout_ms
         ):
             state.fetch_sent_at = None
-            if isinstance(state, FollowerState) and self.config.is_voter:
+            if isinstance(state, FollowerState) and self.may_campaign:
                 self._suspect_leader(state, now)
             self._send_fetch(now)
         if now < state.deadline:
             return
         role = state.role
-        if not self.config.is_voter:
+        if not self.may_campaign:
             self._observer_timeout(now)
         elif role in (Role.UNATTACHED, Role.FOLLOWER, Role.RESIGNED, Role.CANDIDATE):
             self._become_prospective(now)
@@ -165,7 +169,7 @@ class RaftNode(Elections, Leading, Following):
         state = self.state
         if not isinstance(state, FollowerState):
             return
-        if self.config.is_voter:
+        if self.may_campaign:
             self._suspect_leader(state, now)
         else:
             new = self._unattached(state.epoch, state.voted_for, now)
@@ -177,10 +181,14 @@ class RaftNode(Elections, Leading, Following):
             raise ValueError("snapshot beyond the high watermark")
         self.log.advance_start(snapshot_id)
         self._effects.append(AdvanceLogStart(snapshot_id))
+        self._voter_history.prune_below(snapshot_id.end_offset)
 
-    def on_snapshot_installed(self, snapshot_id: SnapshotId, now: int) -> None:
+    def on_snapshot_installed(
+        self, snapshot_id: SnapshotId, now: int, voters: VoterSet | None = None
+    ) -> None:
         """The driver downloaded the leader's snapshot and loaded it into its state
-        machine; the log is reset to start after it (an effect) unless ours agrees."""
+        machine; the log is reset to start after it (an effect) unless ours agrees.
+        `voters` is the voter set the snapshot carries (kraft.version 1)."""
         self._awaiting_snapshot = False
         end = snapshot_id.end_offset
         agrees = end <= self.high_watermark or self.log.epoch_at(end - 1) == snapshot_id.epoch
@@ -188,10 +196,12 @@ class RaftNode(Elections, Leading, Following):
             # Our log already agrees up to the snapshot: keep what follows it.
             self.log.advance_start(snapshot_id)
             self._effects.append(AdvanceLogStart(snapshot_id))
+            self._voter_history.prune_below(end)
         else:
             self.log.reset_to_snapshot(snapshot_id)
             self._log_generation += 1
             self._effects.append(ResetLog(snapshot_id))
+            self._voters_reset_to_snapshot(end, voters)
         self.flushed_end = max(min(self.flushed_end, self.log.end_offset), snapshot_id.end_offset)
         self._set_high_watermark(max(self.high_watermark, snapshot_id.end_offset))
         self._send_fetch(now)

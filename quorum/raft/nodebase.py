@@ -21,8 +21,16 @@ from quorum.raft.effects import (
 )
 from quorum.raft.log import RaftLog
 from quorum.raft.messages import MAX_EPOCH
+from quorum.raft.records import Batch
 from quorum.raft.states import NEVER, EpochState, FollowerState, LeaderState, UnattachedState
 from quorum.raft.transitions import Transition, Trigger, check_transition
+from quorum.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    VoterSet,
+    VoterSetHistory,
+    decode_voters,
+    is_voters_record,
+)
 
 
 class NodeBase:
@@ -34,12 +42,28 @@ class NodeBase:
     high_watermark: int
     flushed_end: int
 
-    def __init__(self, config: RaftConfig, rng: RandomSource, log: RaftLog) -> None:
+    def __init__(
+        self,
+        config: RaftConfig,
+        rng: RandomSource,
+        log: RaftLog,
+        snapshot_voters: VoterSet | None = None,
+    ) -> None:
         self.config = config
         self._rng = rng
-        self._voters = config.voters
         self._me = config.node_id
         self.log = log
+        # The voter set in force: the static one, or with kraft.version 1 the
+        # newest VotersRecord in the log (`_refresh_voters`).
+        self._voters = config.voters
+        self._dynamic_voters = config.kraft_version >= KRAFT_VERSION_DYNAMIC
+        self._voter_history = VoterSetHistory()
+        if self._dynamic_voters:
+            snapshot_id = log.snapshot_id
+            if snapshot_voters is not None and snapshot_id is not None:
+                self._voter_history.add(snapshot_id.end_offset - 1, snapshot_voters)
+            self._note_control_records(log.read(log.start_offset, 2**62))
+            self._refresh_voters()
         snapshot = log.snapshot_id
         self.high_watermark = snapshot.end_offset if snapshot else 0
         self.flushed_end = log.end_offset
@@ -69,6 +93,83 @@ class NodeBase:
     def voted_for(self) -> int | None:
         return self.state.voted_for
 
+    @property
+    def voters(self) -> frozenset[int]:
+        """The voter set this node uses now (with kraft.version 1: the newest in its log)."""
+        return self._voters
+
+    @property
+    def is_voter(self) -> bool:
+        return self._me in self._voters
+
+    @property
+    def may_campaign(self) -> bool:
+        """Whether this node runs for election: a voter does, and so does a node
+        whose own removal is the newest change in its log and not yet committed
+        there. It may be the only one holding that change (the removing leader),
+        so the quorum may need it to lead until the change commits; it counts
+        only the votes of its newest set, itself not included."""
+        if self._me in self._voters:
+            return True
+        if not self._dynamic_voters:
+            return False
+        latest = self._voter_history.latest()
+        if latest is None or latest[0] < self.high_watermark:
+            return False
+        previous = self._voter_history.before(latest[0])
+        return self._me in (previous[1].ids if previous is not None else self.config.voters)
+
+    # ------------------------------------------------------------ voter set
+
+    def _note_control_records(self, batches: tuple[Batch, ...]) -> None:
+        """Take the voter sets of VotersRecords just added to the log."""
+        if not self._dynamic_voters:
+            return
+        changed = False
+        latest = self._voter_history.latest()
+        after = latest[0] if latest is not None else -1
+        for batch in batches:
+            if not batch.control:
+                continue
+            for i, record in enumerate(batch.records):
+                offset = batch.base_offset + i
+                if offset > after and is_voters_record(record):
+                    self._voter_history.add(offset, decode_voters(record))
+                    changed = True
+        if changed:
+            self._refresh_voters()
+
+    def _voters_truncated(self, end_offset: int) -> None:
+        """The log lost its entries from `end_offset`: an uncommitted change goes with them."""
+        if self._dynamic_voters and len(self._voter_history):
+            self._voter_history.truncate(end_offset)
+            self._refresh_voters()
+
+    def _voters_reset_to_snapshot(self, end_offset: int, voters: VoterSet | None) -> None:
+        """The log was replaced by a snapshot ending at `end_offset`: its voter set
+        is the snapshot's (or, if it carries none, what we had committed below it)."""
+        if not self._dynamic_voters:
+            return
+        if voters is not None:
+            self._voter_history.reset((end_offset - 1, voters))
+        else:
+            self._voter_history.truncate(min(end_offset, self.high_watermark))
+        self._refresh_voters()
+
+    def _refresh_voters(self) -> None:
+        latest = self._voter_history.latest()
+        self._voters = latest[1].ids if latest is not None else self.config.voters
+
+    def voter_set_at(self, end_offset: int) -> VoterSet | None:
+        """The voter set of the records below `end_offset` (what a snapshot ending
+        there carries), or None while the static voters are in force."""
+        entry = self._voter_history.before(end_offset)
+        return entry[1] if entry is not None else None
+
+    def latest_voter_change(self) -> tuple[int, VoterSet] | None:
+        """The newest VotersRecord in the log (committed or not) and its offset."""
+        return self._voter_history.latest()
+
     # ------------------------------------------------------------ transitions
 
     def _transition(self, trigger: Trigger, new: EpochState, now: int) -> None:
@@ -76,7 +177,7 @@ class NodeBase:
         state is persisted (before any message of the new epoch) if it changed."""
         old = self.state
         check_transition(
-            Transition(old.role, trigger, new.role, old.epoch, new.epoch, self.config.is_voter)
+            Transition(old.role, trigger, new.role, old.epoch, new.epoch, self.may_campaign)
         )
         if (new.epoch, new.voted_for, new.leader_id) != (old.epoch, old.voted_for, old.leader_id):
             self._effects.append(PersistQuorumState(new.epoch, new.voted_for, new.leader_id))

@@ -56,12 +56,15 @@ class Votes:
     def record(self, voter: int, granted: bool) -> None:
         (self.granted if granted else self.rejected).add(voter)
 
-    def won(self, voter_count: int) -> bool:
-        return len(self.granted) >= majority_size(voter_count)
+    def won(self, voter_count: int, voters: frozenset[int] | None = None) -> bool:
+        """`voters`, when given, is the set whose votes count (the rest are ignored)."""
+        granted = self.granted if voters is None else self.granted & voters
+        return len(granted) >= majority_size(voter_count)
 
-    def lost(self, voter_count: int) -> bool:
+    def lost(self, voter_count: int, voters: frozenset[int] | None = None) -> bool:
         """So many refused that a majority can no longer be reached."""
-        return len(self.rejected) > voter_count - majority_size(voter_count)
+        rejected = self.rejected if voters is None else self.rejected & voters
+        return len(rejected) > voter_count - majority_size(voter_count)
 
 
 @dataclass(slots=True)
@@ -128,9 +131,10 @@ class LeaderState(EpochState):
     pending_sizes: list[int] = field(default_factory=list)  # records per proposal
     pending_since: int = 0
 
-    def live_voters(self, voters: frozenset[int], horizon: int) -> int:
-        """Voters (itself included) whose last fetch came at or after `horizon`."""
-        return 1 + sum(
+    def live_voters(self, voters: frozenset[int], horizon: int, counting_self: bool = True) -> int:
+        """Voters (itself included, unless a voter change removed it) whose last
+        fetch came at or after `horizon`."""
+        return int(counting_self) + sum(
             1
             for v, p in self.progress.items()
             if v in voters and p.last_fetch_ms is not None and p.last_fetch_ms >= horizon

@@ -24,9 +24,14 @@ is listed here.
     unattached                      LEADER_DISCOVERED    follower (or      same
                                                          unattached: see
                                                          TRANSITIONS)
-    follower                        LEADER_LOST          unattached        same
+    follower, resigned,
+      prospective, candidate        LEADER_LOST          unattached        same
 
-Observers (not voters) are only ever unattached or followers.
+Observers (not voters) are only ever unattached or followers, with one
+exception (KIP-853): a leader that a voter change removed resigns once the
+change commits, and as an observer leaves `resigned` on LEADER_LOST; a node
+that learns it is no voter while it runs (a snapshot it was downloading
+arrives) leaves `prospective` or `candidate` the same way.
 """
 
 from __future__ import annotations
@@ -56,7 +61,8 @@ class Trigger(Enum):
     LEADER_DISCOVERED = "leader discovered"
     """A fetch answer named the leader of our epoch (how observers find it)."""
     LEADER_LOST = "leader lost"
-    """An observer's leader went silent or could not be reached."""
+    """An observer's leader went silent or could not be reached (or a removed
+    leader, resigned, goes looking for its successor)."""
 
 
 class EpochRule(Enum):
@@ -121,7 +127,7 @@ TRANSITIONS: dict[tuple[Role, Trigger], frozenset[Role]] = {
     # To unattached only when the answer names this very node, which no honest
     # peer does while this node is unattached in that epoch.
     **_rows({U}, Trigger.LEADER_DISCOVERED, {F, U}),
-    **_rows({F}, Trigger.LEADER_LOST, {U}),
+    **_rows({F, R, P, C}, Trigger.LEADER_LOST, {U}),
 }
 """(from role, trigger) -> the roles it may lead to. Anything else is illegal."""
 
@@ -160,5 +166,5 @@ def check_transition(transition: Transition) -> None:
         raise IllegalTransition(
             f"{t.trigger.value} may not move the epoch from {t.old_epoch} to {t.new_epoch}"
         )
-    if not t.voter and t.target not in OBSERVER_ROLES:
+    if not t.voter and t.target not in OBSERVER_ROLES and t.trigger is not Trigger.RESIGN:
         raise IllegalTransition(f"an observer cannot become {t.target.value}")

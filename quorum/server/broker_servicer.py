@@ -16,6 +16,7 @@ import grpc
 
 from quorum.common.clocks import wall_clock_ms
 from quorum.controller.api_errors import ApiError
+from quorum.controller.fetch_answers import FetchAnswer
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import broker_pb2 as bpb
@@ -44,24 +45,24 @@ class BrokerLifecycleServicer(bpb_grpc.BrokerLifecycleServicer):
     async def BrokerHeartbeat(self, request: bpb.BrokerHeartbeatRequest, context: Any) -> Any:
         return await self._calls.serve(context, request, lambda: self._c.heartbeat(request))
 
-    async def MetadataFetch(self, request: bpb.MetadataFetchRequest, context: Any) -> Any:
+    async def MetadataFetch(self, request: bpb.MetadataFetchRequest, context: Any) -> bytes:
         return await self._fetch(request, context)
 
     async def MetadataFetchStream(
         self, requests: AsyncIterator[bpb.MetadataFetchRequest], context: Any
-    ) -> AsyncIterator[bpb.MetadataFetchResponse]:
+    ) -> AsyncIterator[bytes]:
         async for request in requests:
             yield await self._fetch(request, context)
 
-    async def _fetch(
-        self, request: bpb.MetadataFetchRequest, context: Any
-    ) -> bpb.MetadataFetchResponse:
+    async def _fetch(self, request: bpb.MetadataFetchRequest, context: Any) -> bytes:
+        """The answer already encoded: its shared part is the same bytes for every
+        broker that asked the same (`quorum.controller.fetch_answers`)."""
         received_ms = wall_clock_ms()
-        response: bpb.MetadataFetchResponse = await self._calls.serve(
-            context, request, lambda: self._c.metadata_fetch(request, received_ms)
+        answer: FetchAnswer = await self._calls.serve(
+            context, request, lambda: self._c.metadata_fetch_answer(request, received_ms)
         )
-        response.controller_send_time_ms = wall_clock_ms()
-        return response
+        answer.own.controller_send_time_ms = wall_clock_ms()
+        return answer.encode()
 
     async def FetchMetadataSnapshot(
         self, request: bpb.FetchMetadataSnapshotRequest, context: Any
@@ -108,13 +109,51 @@ def add_servicers(
 ) -> list[str]:
     """Register the admin and broker services; returns their full names for reflection."""
     api_grpc.add_AdminServicer_to_server(AdminServicer(calls, describe_quorum), server)
-    bpb_grpc.add_BrokerLifecycleServicer_to_server(
-        BrokerLifecycleServicer(calls, read_snapshot_chunk), server
-    )
+    add_broker_lifecycle(BrokerLifecycleServicer(calls, read_snapshot_chunk), server)
     return [
         api.DESCRIPTOR.services_by_name["Admin"].full_name,
         bpb.DESCRIPTOR.services_by_name["BrokerLifecycle"].full_name,
     ]
 
 
-__all__ = ["BrokerLifecycleServicer", "add_servicers"]
+def add_broker_lifecycle(servicer: BrokerLifecycleServicer, server: grpc.aio.Server) -> None:
+    """The generated registration, but MetadataFetch's answers go out as the
+    servicer encoded them (the generated one would serialize a message)."""
+    service = "quorum.broker.v1.BrokerLifecycle"
+    handlers = {
+        "RegisterBroker": grpc.unary_unary_rpc_method_handler(
+            servicer.RegisterBroker,
+            request_deserializer=bpb.RegisterBrokerRequest.FromString,
+            response_serializer=bpb.RegisterBrokerResponse.SerializeToString,
+        ),
+        "BrokerHeartbeat": grpc.unary_unary_rpc_method_handler(
+            servicer.BrokerHeartbeat,
+            request_deserializer=bpb.BrokerHeartbeatRequest.FromString,
+            response_serializer=bpb.BrokerHeartbeatResponse.SerializeToString,
+        ),
+        "MetadataFetch": grpc.unary_unary_rpc_method_handler(
+            servicer.MetadataFetch,
+            request_deserializer=bpb.MetadataFetchRequest.FromString,
+            response_serializer=_encoded,
+        ),
+        "MetadataFetchStream": grpc.stream_stream_rpc_method_handler(
+            servicer.MetadataFetchStream,
+            request_deserializer=bpb.MetadataFetchRequest.FromString,
+            response_serializer=_encoded,
+        ),
+        "FetchMetadataSnapshot": grpc.unary_unary_rpc_method_handler(
+            servicer.FetchMetadataSnapshot,
+            request_deserializer=bpb.FetchMetadataSnapshotRequest.FromString,
+            response_serializer=bpb.FetchMetadataSnapshotResponse.SerializeToString,
+        ),
+    }
+    assert set(handlers) == set(bpb.DESCRIPTOR.services_by_name["BrokerLifecycle"].methods_by_name)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
+
+
+def _encoded(answer: bytes) -> bytes:
+    return answer
+
+
+__all__ = ["BrokerLifecycleServicer", "add_broker_lifecycle", "add_servicers"]

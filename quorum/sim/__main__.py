@@ -17,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mix", choices=sorted(MIXES), help="fault mix (default: by seed)")
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--observers", type=int, default=0)
+    parser.add_argument("--fault-ms", type=int, default=8000, help="how long the faults last")
+    parser.add_argument(
+        "--membership",
+        action="store_true",
+        help="kraft.version 1: add and remove voters (observers are the ones to add)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every fault/election")
     args = parser.parse_args(argv)
     failures = 0
@@ -27,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
             mix,
             voters=args.voters,
             observers=args.observers,
+            membership=args.membership,
+            fault_ms=args.fault_ms,
             trace=print if args.verbose else None,
         )
         try:

@@ -39,7 +39,15 @@ from quorum.raft.messages import (
     VoteRequest,
 )
 from quorum.raft.node import NotLeaderError, RaftNode
-from quorum.raft.records import SnapshotId
+from quorum.raft.records import Batch, SnapshotId
+from quorum.raft.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    Voter,
+    VoterChangeRefused,
+    VoterSet,
+    decode_voters,
+    is_voters_record,
+)
 from quorum.sim.faults import FaultMix
 from quorum.sim.invariants import Invariants, InvariantViolation
 
@@ -55,6 +63,7 @@ class SnapshotRequest:
 class SnapshotReply:
     snapshot_id: SnapshotId
     state: dict[int, bytes] | None  # None: the leader no longer has that snapshot
+    voters: VoterSet | None = None  # the voter set the snapshot carries (kraft.version 1)
 
 
 @dataclass
@@ -77,6 +86,8 @@ class SimNode:
     applied: dict[int, bytes] = field(default_factory=dict)
     applied_end: int = 0
     snapshot: tuple[SnapshotId, dict[int, bytes]] | None = None
+    snapshot_voters: VoterSet | None = None
+    snapshot_wait: SnapshotId | None = None  # a download in progress (membership runs)
     next_tick_us: int | None = None
 
     @property
@@ -99,6 +110,7 @@ class Simulation:
         snapshot_every: int = 60,
         trace: Callable[[str], None] | None = None,
         forger: bool = False,
+        membership: bool = False,
     ) -> None:
         self.seed = seed
         self.mix = mix
@@ -135,11 +147,24 @@ class Simulation:
         # the epoch of that node's last log entry (real traffic only): how far
         # below `max_epoch_jump` real elections stay.
         self.max_epoch_gap = 0
+        # KIP-853: with `membership`, the nodes run kraft.version 1 and a client
+        # adds and removes voters (observers are the nodes to add) during the faults.
+        self.membership = membership
+        self.voter_changes = 0
+        self.voter_changes_committed = 0
+        self.voter_changes_refused: dict[str, int] = {}
 
     # --------------------------------------------------------------- plumbing
 
     def replay_command(self) -> str:
-        return f"python -m quorum.sim --seed {self.seed} --mix {self.mix.name}"
+        extra = (
+            f" --membership --observers {len(self.nodes) - len(self.voters)}"
+            if self.membership
+            else ""
+        )
+        if self.fault_ms != 8000:
+            extra += f" --fault-ms {self.fault_ms}"
+        return f"python -m quorum.sim --seed {self.seed} --mix {self.mix.name}{extra}"
 
     def _log(self, text: str) -> None:
         if self.trace:
@@ -166,12 +191,17 @@ class Simulation:
         log = RaftLog(snapshot_id)
         for batch in batches:
             log.append(batch)
-        config = RaftConfig(node.node_id, self.voters)
         state = node.state_store.read()
         self.invariants.epochs.on_epoch(node.node_id, state.epoch)
-        node.core = self.node_factory(
-            config, random.Random(self.rng.getrandbits(32)), self.local_ms(node), state, log
-        )
+        rng = random.Random(self.rng.getrandbits(32))
+        if self.membership:
+            config = RaftConfig(node.node_id, self.voters, kraft_version=KRAFT_VERSION_DYNAMIC)
+            node.core = self.node_factory(
+                config, rng, self.local_ms(node), state, log, snapshot_voters=node.snapshot_voters
+            )
+        else:
+            config = RaftConfig(node.node_id, self.voters)
+            node.core = self.node_factory(config, rng, self.local_ms(node), state, log)
         # The state machine restarts from the snapshot; committed entries are replayed.
         if node.snapshot is not None:
             node.applied = dict(node.snapshot[1])
@@ -179,6 +209,7 @@ class Simulation:
         else:
             node.applied, node.applied_end = {}, 0
         node.next_tick_us = None
+        node.snapshot_wait = None
         self._after_event(node)
 
     def _crash(self, node: SimNode) -> None:
@@ -221,6 +252,8 @@ class Simulation:
                 )
             case AppendBatches():
                 node.log_store.append(effect.batches)
+                if self.membership:
+                    self._check_voter_changes(node, effect.batches)
             case TruncateLog():
                 self.invariants.agreement.on_truncate(
                     node.node_id, effect.end_offset, core.high_watermark
@@ -246,6 +279,7 @@ class Simulation:
                 self.invariants.high_watermarks.on_high_watermark(
                     node.node_id, node.incarnation, effect.high_watermark
                 )
+                self.invariants.voter_change.on_high_watermark(effect.high_watermark)
                 self._apply_committed(node, effect.high_watermark)
             case RoleChanged():
                 self.invariants.epochs.on_epoch(node.node_id, effect.epoch)
@@ -256,6 +290,18 @@ class Simulation:
                     self.invariants.leaders.on_leader(node.node_id, effect.epoch)
             case FetchSnapshot():
                 self._send(node.node_id, effect.leader_id, SnapshotRequest(effect.snapshot_id))
+                if self.membership:
+                    # As the driver's transfer does, give up on a download whose
+                    # request or answer was lost, and fetch again: a voter stuck
+                    # waiting for ever may be the one a new voter set cannot lack.
+                    node.snapshot_wait = effect.snapshot_id
+                    self._schedule(
+                        self.now_us + 1_000_000,
+                        "snapshot_timeout",
+                        node.node_id,
+                        node.incarnation,
+                        effect.snapshot_id,
+                    )
             case RequestRefused():
                 self.refused += 1
                 self._log(f"node {node.node_id} refused {effect.request}: {effect.reason}")
@@ -276,6 +322,8 @@ class Simulation:
                 self.invariants.agreement.on_commit(node.node_id, at, batch.epoch, record)
                 if not batch.control:
                     node.applied[at] = record
+                elif self.membership and is_voters_record(record):
+                    self._voter_change_committed(at, batch.epoch, record)
                 self.commits += 1
             offset = batch.next_offset
         node.applied_end = max(node.applied_end, min(offset, high_watermark))
@@ -313,6 +361,7 @@ class Simulation:
             return False
         snapshot_id = SnapshotId(end, epoch)
         node.snapshot = (snapshot_id, {o: r for o, r in node.applied.items() if o < end})
+        node.snapshot_voters = core.voter_set_at(end)
         core.on_snapshot_taken(snapshot_id)
         return True
 
@@ -341,17 +390,23 @@ class Simulation:
         if isinstance(message, SnapshotRequest):
             have = node.snapshot
             state = have[1] if have and have[0] == message.snapshot_id else None
-            self._send(dst, src, SnapshotReply(message.snapshot_id, state))
+            voters = node.snapshot_voters if state is not None else None
+            self._send(dst, src, SnapshotReply(message.snapshot_id, state, voters))
             return
         if isinstance(message, SnapshotReply):
+            if self.membership:
+                if node.snapshot_wait != message.snapshot_id:
+                    return  # a late answer to a download given up on
+                node.snapshot_wait = None
             if message.state is None:
                 node.core.on_snapshot_failed(now)
             else:
                 node.snapshot = (message.snapshot_id, dict(message.state))
+                node.snapshot_voters = message.voters
                 if message.snapshot_id.end_offset > node.applied_end:
                     node.applied = dict(message.state)
                     node.applied_end = message.snapshot_id.end_offset
-                node.core.on_snapshot_installed(message.snapshot_id, now)
+                node.core.on_snapshot_installed(message.snapshot_id, now, message.voters)
             self._after_event(node)
             return
         assert not isinstance(message, SnapshotRequest | SnapshotReply)
@@ -398,6 +453,80 @@ class Simulation:
         self.forged += 1
         node.core.on_message(claimed, message, self.local_ms(node))
         self._after_event(node, answers_lost_to=claimed)
+
+    # --------------------------------------------------------- voter changes
+
+    def _member_step(self) -> None:
+        """An operator adds an observer as a voter or removes a voter (the leader
+        itself included), at the leader, while the faults go on."""
+        if not self.faults_active:
+            return
+        self._schedule(self.now_us + self.rng.randrange(50_000, 600_000), "member")
+        leaders = [n for n in self.nodes.values() if n.core and n.core.role is Role.LEADER]
+        if not leaders:
+            return
+        node = self.rng.choice(leaders)
+        core = node.core
+        assert core is not None
+        voters = sorted(core.voters)
+        spare = sorted(set(self.nodes) - set(voters))
+        now = self.local_ms(node)
+        try:
+            if spare and (len(voters) < 2 or self.rng.random() < 0.5):
+                added = self.rng.choice(spare)
+                result = core.add_voter(Voter(added, f"dir-{added}"), now)
+                what = f"add voter {added}"
+            else:
+                removed = self.rng.choice(voters)
+                result = core.remove_voter(removed, f"dir-{removed}", now)
+                what = f"remove voter {removed}"
+        except VoterChangeRefused as refused:
+            name = refused.error.name
+            self.voter_changes_refused[name] = self.voter_changes_refused.get(name, 0) + 1
+            return
+        except NotLeaderError:
+            return
+        self.voter_changes += 1
+        self._log(f"node {node.node_id} appends {what} at {result.first_offset}")
+        self._after_event(node)
+
+    def _check_voter_changes(self, node: SimNode, batches: tuple[Batch, ...]) -> None:
+        core = node.core
+        assert core is not None
+        for batch in batches:
+            if not batch.control:
+                continue
+            for i, record in enumerate(batch.records):
+                if is_voters_record(record):
+                    in_log = self._voters_offsets(
+                        core, self.invariants.voter_change.commit_frontier
+                    )
+                    offset = batch.base_offset + i
+                    self.invariants.voter_change.on_voters_appended(node.node_id, offset, in_log)
+
+    @staticmethod
+    def _voters_offsets(core: RaftNode, start: int) -> list[int]:
+        """Where `core`'s log holds VotersRecords, from `start` on."""
+        found: list[int] = []
+        for batch in core.log.read(max(start, core.log.start_offset), 2**62):
+            if batch.control:
+                found.extend(
+                    batch.base_offset + i
+                    for i, record in enumerate(batch.records)
+                    if is_voters_record(record)
+                )
+        return found
+
+    def _voter_change_committed(self, offset: int, epoch: int, record: bytes) -> None:
+        if offset in self.invariants.voter_quorum.checked:
+            return
+        holders = {
+            n.node_id for n in self.nodes.values() if n.log_store.durable_epoch_at(offset) == epoch
+        }
+        new_voters = decode_voters(record).ids
+        self.invariants.voter_quorum.on_voters_committed(offset, new_voters, holders)
+        self.voter_changes_committed += 1
+        self._log(f"voter change at {offset} committed: voters {sorted(new_voters)}")
 
     # ----------------------------------------------------------------- faults
 
@@ -486,6 +615,8 @@ class Simulation:
         self._schedule(1_000, "client")
         if self.forger:
             self._schedule(self.rng.randrange(100_000, 500_000), "forge")
+        if self.membership:
+            self._schedule(self.rng.randrange(100_000, 500_000), "member")
         heal_at = self.fault_ms * 1000
         self._schedule(heal_at, "heal")
         try:
@@ -545,6 +676,17 @@ class Simulation:
             self._heal_everything()
         elif kind == "forge":
             self._forge()
+        elif kind == "member":
+            self._member_step()
+        elif kind == "snapshot_timeout":
+            node_id, incarnation, snapshot_id = args
+            node = self.nodes[node_id]
+            if node.core is None or node.incarnation != incarnation:
+                return
+            if node.snapshot_wait == snapshot_id:
+                node.snapshot_wait = None
+                node.core.on_snapshot_failed(self.local_ms(node))
+                self._after_event(node)
 
     def _finish(self, heal_at: int, recovered_at: int | None) -> SimulationResult:
         if recovered_at is None:
@@ -565,7 +707,16 @@ class Simulation:
             refused=self.refused,
             forged=self.forged,
             max_epoch_gap=self.max_epoch_gap,
+            voter_changes=self.voter_changes,
+            voter_changes_committed=self.voter_changes_committed,
+            final_voters=self._final_voters(),
         )
+
+    def _final_voters(self) -> tuple[int, ...]:
+        """The voter set of the node with the most committed: where the run ended up."""
+        live = [n.core for n in self.nodes.values() if n.core is not None]
+        ahead = max(live, key=lambda core: (core.high_watermark, -core.node_id), default=None)
+        return tuple(sorted(ahead.voters)) if ahead is not None else ()
 
 
 @dataclass(frozen=True)
@@ -580,3 +731,6 @@ class SimulationResult:
     refused: int = 0
     forged: int = 0
     max_epoch_gap: int = 0
+    voter_changes: int = 0
+    voter_changes_committed: int = 0
+    final_voters: tuple[int, ...] = ()

@@ -99,9 +99,53 @@ class AcknowledgedDurability:
 
 
 @dataclass
+class SingleVoterChange:
+    """At most one uncommitted voter change (KIP-853): when a node appends a
+    VotersRecord, no other VotersRecord in its log may lie at or above the
+    highest offset ever committed anywhere."""
+
+    commit_frontier: int = 0
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        self.commit_frontier = max(self.commit_frontier, high_watermark)
+
+    def on_voters_appended(self, node: int, offset: int, log_voters_offsets: list[int]) -> None:
+        """`log_voters_offsets`: where the node's log holds VotersRecords now."""
+        earlier = [o for o in log_voters_offsets if self.commit_frontier <= o < offset]
+        if earlier:
+            raise InvariantViolation(
+                f"node {node} appended a voter change at {offset} while the one at "
+                f"{earlier[-1]} is uncommitted (committed below {self.commit_frontier})"
+            )
+
+
+@dataclass
+class VoterChangeQuorum:
+    """A voter change is committed by a majority of the new voter set: when a
+    VotersRecord first commits, a majority of the set it names holds it durably."""
+
+    checked: set[int] = field(default_factory=set)
+
+    def on_voters_committed(
+        self, offset: int, new_voters: frozenset[int], holders: set[int]
+    ) -> None:
+        if offset in self.checked:
+            return
+        self.checked.add(offset)
+        have = holders & new_voters
+        if len(have) < len(new_voters) // 2 + 1:
+            raise InvariantViolation(
+                f"the voter change at {offset} to {sorted(new_voters)} committed while only "
+                f"{sorted(have)} of the new set stored it"
+            )
+
+
+@dataclass
 class Invariants:
     leaders: SingleLeaderPerEpoch = field(default_factory=SingleLeaderPerEpoch)
     epochs: MonotonicEpoch = field(default_factory=MonotonicEpoch)
     high_watermarks: MonotonicHighWatermark = field(default_factory=MonotonicHighWatermark)
     agreement: CommittedAgreement = field(default_factory=CommittedAgreement)
     durability: AcknowledgedDurability = field(default_factory=AcknowledgedDurability)
+    voter_change: SingleVoterChange = field(default_factory=SingleVoterChange)
+    voter_quorum: VoterChangeQuorum = field(default_factory=VoterChangeQuorum)

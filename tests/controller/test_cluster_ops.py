@@ -51,7 +51,7 @@ def alter(
         s.image,
         api.IncrementalAlterConfigsRequest(resources=[resource], validate_only=validate_only),
     )
-    assert set(kinds(records)) <= {"config"}
+    assert set(kinds(records)) <= {"config", "partition_change"}
     s.commit(records)
     return len(records), error_of(response.resources[0])
 
@@ -529,3 +529,48 @@ def test_lowering_or_removing_a_feature_needs_allow_downgrade() -> None:
         [ApiError.NONE],
     )
     assert s.image.features == {}
+
+
+# ---------------------------- turning unclean.leader.election.enable on
+
+
+def offline_orders(s: Scenario) -> None:
+    """orders-0 on [1, 2, 3] went offline with broker 1 alone in its ISR."""
+    s.brokers(1, 2, 3)
+    s.topic("orders", [[1, 2, 3]], isr=[[1]], leaders=[-1])
+    s.fence(1)
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "name"), [(TOPIC, "orders"), (CLUSTER, "")], ids=["topic", "cluster"]
+)
+def test_turning_unclean_election_on_elects_a_leader_for_offline_partitions(
+    resource_type: int, name: str
+) -> None:
+    """Seed 003: with unclean election turned on, the stale replica leads at once
+    (the acknowledged records it lacks are lost); nothing waits for a fencing."""
+    s = Scenario()
+    offline_orders(s)
+    written, error = alter(s, resource_type, name, ("unclean.leader.election.enable", SET, "true"))
+    assert (written, error) == (2, ApiError.NONE)  # the config and the election
+    part = s.image.topic("orders").partitions[0]  # type: ignore[union-attr]
+    assert (part.leader, tuple(part.isr), part.leader_epoch) == (2, (2,), 1)
+
+
+def test_unclean_election_stays_off_where_the_topic_says_false() -> None:
+    s = Scenario()
+    offline_orders(s)
+    alter(s, TOPIC, "orders", ("unclean.leader.election.enable", SET, "false"))
+    written, _ = alter(s, CLUSTER, "", ("unclean.leader.election.enable", SET, "true"))
+    assert written == 1  # the config only
+    assert s.image.topic("orders").partitions[0].leader == -1  # type: ignore[union-attr]
+
+
+def test_unclean_election_validate_only_and_unrelated_configs_elect_nothing() -> None:
+    s = Scenario()
+    offline_orders(s)
+    ok = alter(s, TOPIC, "orders", ("unclean.leader.election.enable", SET, "true"),
+               validate_only=True)  # fmt: skip
+    other = alter(s, TOPIC, "orders", ("retention.ms", SET, "1000"))
+    assert (ok, other) == ((0, ApiError.NONE), (1, ApiError.NONE))
+    assert s.image.topic("orders").partitions[0].leader == -1  # type: ignore[union-attr]

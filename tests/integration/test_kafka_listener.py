@@ -1,6 +1,7 @@
 """The brokers' Kafka listeners on real broker processes: ApiVersions and Metadata
 answered to raw requests and to the real clients (kcat, confluent-kafka, aiokafka,
-kafka-python), and hostile bytes that close only their own connection."""
+kafka-python), APIs and versions not served answered UNSUPPORTED_VERSION on a
+connection that goes on, and hostile bytes that close only their own connection."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker_agent.kafka import codec
+from broker_agent.kafka import codec, unsupported
 from broker_agent.kafka.versions import SERVED, ApiKey
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
 from tests.integration.kafka_wire import (
@@ -122,21 +123,85 @@ def still_serving(cluster: Cluster) -> bool:
     return answer.controller_id in BROKERS
 
 
-def test_an_unsupported_api_key_closes_only_that_connection(cluster: Cluster) -> None:
-    # AddPartitionsToTxn (24) is not served (no transactions): Kafka closes the connection.
-    body = struct.pack(">hhih", 24, 4, 1, 5) + b"tests" + b"\x00" + b"\x00" * 20
+def unserved(api_key: int, version: int, correlation_id: int, tail: bytes) -> bytes:
+    """A raw request frame for an API or version the broker does not serve."""
+    body = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"tests" + tail
+    return struct.pack(">i", len(body)) + body
+
+
+def test_an_api_not_served_gets_unsupported_version_and_the_connection_goes_on(
+    cluster: Cluster,
+) -> None:
+    # AddPartitionsToTxn (24) is not served (no transactions). Kafka would close the
+    # connection; the issue asks for an answer: its error response, code 35.
     with first(cluster) as bystander, first(cluster) as s:
-        s.send_raw(struct.pack(">i", len(body)) + body)
-        assert s.closed_by_peer()
+        s.send_raw(unserved(24, 4, 41, b"\x00" + b"\x00" * 20))
+        s.send_request(ApiKey.METADATA, 12, metadata_v12([]))  # pipelined behind it
+        correlation_id, answer = codec.decode_response(s.read_frame(), 24, 4)
+        assert correlation_id == 41
+        assert answer.error_code == ErrorCode.unsupported_version
+        assert answer.results_by_transaction == ()
+        correlation_id, metadata = codec.decode_response(s.read_frame(), ApiKey.METADATA, 12)
+        assert (correlation_id, metadata.controller_id in BROKERS) == (s.correlation_id, True)
+        assert s.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
         assert bystander.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
     assert still_serving(cluster)
 
 
-def test_an_unsupported_version_of_a_served_api_closes_the_connection(cluster: Cluster) -> None:
-    body = struct.pack(">hhih", int(ApiKey.PRODUCE), 2, 1, 5) + b"tests" + b"\x00" * 20
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [(ApiKey.FETCH, 3), (ApiKey.FETCH, 17), (ApiKey.LIST_OFFSETS, 0), (ApiKey.METADATA, 13),
+     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 0), (ApiKey.FETCH, 32767), (ApiKey.PRODUCE, -1)],
+)  # fmt: skip
+def test_an_unsupported_version_of_a_served_api_gets_unsupported_version(
+    cluster: Cluster, api_key: ApiKey, version: int
+) -> None:
+    # Answered in that API's response at the version asked for when the codec has
+    # it (Fetch v17), else at the nearest it has (Fetch v3 as v4): the client
+    # matches it by correlation id, and the connection serves the next request.
+    low, high = unsupported.codec_versions(api_key) or (0, 0)
     with first(cluster) as s:
-        s.send_raw(struct.pack(">i", len(body)) + body)
+        s.send_raw(unserved(api_key, version, 7, b"\x00" * 30))
+        correlation_id, answer = codec.decode_response(
+            s.read_frame(), api_key, min(max(version, low), high)
+        )
+        assert correlation_id == 7
+        if hasattr(answer, "error_code"):
+            assert answer.error_code == ErrorCode.unsupported_version
+        assert s.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
+    assert still_serving(cluster)
+
+
+@pytest.mark.parametrize("acks", [-1, 0])
+def test_a_produce_of_an_unsupported_version_appends_nothing(cluster: Cluster, acks: int) -> None:
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, _ = leader_of(cluster, "orders", 0)
+    before = latest_offset(cluster, "orders", 0)
+    values = produce_values("orders", 0, acks=acks)
+    values["topic_data"] = [{"name": "orders", "partition_data": [
+        {"index": 0, "records": make_batch(b"v10")}]}]  # fmt: skip
+    with broker_socket(cluster, leader) as s:
+        if acks == 0:
+            # No answer is read, so the error closes the connection (as when a
+            # served acks=0 produce fails).
+            s.send_request(ApiKey.PRODUCE, 10, values)
+            assert s.closed_by_peer()
+        else:
+            answer = s.request(ApiKey.PRODUCE, 10, values)  # served up to v9
+            assert answer.responses == ()  # no partition was written to
+            assert s.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
+    assert latest_offset(cluster, "orders", 0) == before
+
+
+def test_a_key_that_is_no_kafka_api_closes_only_that_connection(cluster: Cluster) -> None:
+    # Not an API this broker leaves out but no Kafka API at all: these bytes are
+    # not a Kafka request, and Kafka closes the connection, as for random bytes.
+    with first(cluster) as bystander, first(cluster) as s:
+        s.send_raw(unserved(31999, 0, 1, b"\x00" * 20))
         assert s.closed_by_peer()
+        assert bystander.request(ApiKey.METADATA, 12, metadata_v12([])).brokers
     assert still_serving(cluster)
 
 
@@ -387,6 +452,20 @@ def test_a_batch_with_a_bad_crc_is_corrupt_message_and_appends_nothing(cluster: 
     assert latest_offset(cluster, "orders", 0) == before + 1
 
 
+def test_two_batches_for_one_partition_are_invalid_record_and_append_nothing(
+    cluster: Cluster,
+) -> None:
+    """Produce v3+ carries exactly one batch per partition (Kafka: INVALID_RECORD)."""
+    from tests.broker_agent.partitions.partitions_cluster import make_batch
+
+    wait_for_topic_everywhere(cluster, "orders")
+    leader, _ = leader_of(cluster, "orders", 0)
+    before = latest_offset(cluster, "orders", 0)
+    two = make_batch(b"first") + make_batch(b"second")
+    assert produce_batch(cluster, leader, "orders", 0, two) == ErrorCode.invalid_record
+    assert latest_offset(cluster, "orders", 0) == before
+
+
 def test_a_record_over_max_message_bytes_is_message_too_large(cluster: Cluster) -> None:
     from tests.broker_agent.partitions.partitions_cluster import make_batch
 
@@ -444,6 +523,12 @@ def test_request_metrics_count_apis_errors_and_closed_connections(cluster: Clust
     with first(cluster) as s:
         s.send_raw(struct.pack(">i", 2**31 - 1))
         assert s.closed_by_peer()
+    with first(cluster) as s:
+        s.send_raw(unserved(24, 4, 1, b"\x00" * 21))
+        assert (
+            codec.decode_response(s.read_frame(), 24, 4)[1].error_code
+            == ErrorCode.unsupported_version
+        )
     port = cluster.brokers[BROKERS[0]].metrics_port
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         text = answer.read().decode()
@@ -456,6 +541,7 @@ def test_request_metrics_count_apis_errors_and_closed_connections(cluster: Clust
     key = 'quorum_broker_kafka_errors_total{api="metadata",error="UNKNOWN_TOPIC_OR_PARTITION"}'
     assert samples[key] >= 1
     assert samples['quorum_broker_kafka_connections_closed_total{listener="PLAINTEXT"}'] >= 1
+    assert samples['quorum_broker_kafka_unsupported_requests_total{listener="PLAINTEXT"}'] >= 1
     assert samples['quorum_broker_kafka_request_seconds_count{api="metadata"}'] >= 1
 
 

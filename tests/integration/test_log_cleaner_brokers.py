@@ -2,22 +2,20 @@
 1,000 keys to a topic created with `cleanup.policy=compact`; every replica's
 cleaner compacts its own log, a consumer from the beginning sees every key's
 latest value at strictly increasing offsets with gaps, the replicas agree on
-every key's latest (offset, value), and a record without a key is refused."""
+every key's latest (offset, value), and a record without a key is refused.
+test_log_cleaner_kills.py SIGKILLs a broker while it cleans."""
 
 from __future__ import annotations
 
-import random
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from broker_agent.partitions.compare import compare_compacted, latest_values, stored_batches
+from broker_agent.partitions.compare import compare_compacted, stored_batches
 from broker_agent.partitions.record_codec import records_of
 from tests.integration.controller_cluster import Cluster, ctl_json, running_cluster
-from tests.integration.kafka_wire import leader_of, wait_for_topic_everywhere
+from tests.integration.kafka_wire import wait_for_topic_everywhere
 
 pytestmark = pytest.mark.slow
 BROKERS = (101, 102, 103)
@@ -122,53 +120,3 @@ def test_a_compacted_topic_keeps_every_keys_latest_value(cluster: Cluster) -> No
     assert offsets == sorted(set(offsets)) and offsets[-1] == RECORDS - 1
     assert len(offsets) < RECORDS  # the gaps where superseded records were
     assert compare_compacted(dirs, RECORDS) == []
-
-
-def test_a_follower_killed_while_it_cleans_loses_no_latest_value(cluster: Cluster) -> None:
-    """SIGKILL a follower at random moments while new records keep its cleaner busy
-    (5 runs); each restart recovers its log and in the end it agrees with the
-    leader on every key's latest value. Rounds here take milliseconds, so a kill
-    rarely lands inside a swap: test_log_cleaner_crash.py stops a cleaner at every
-    step of one, deterministically. Its own topic: the other test counts every
-    record of `changelog`."""
-    from confluent_kafka import Producer
-
-    topic = "changelog-kills"
-    create_compacted(cluster, topic)
-    leader, _ = leader_of(cluster, topic, 0)
-    victim = next(b for b in BROKERS if b != leader)
-    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "1",
-                         "linger.ms": 5})  # fmt: skip
-    rng = random.Random(34)
-    latest: dict[bytes, bytes] = {}
-    sent = 0
-    for run in range(5):
-        for i in range(10_000):
-            key, value = b"key-%d" % (i % KEYS), b"run-%d-%d" % (run, i)
-            latest[key] = value
-            producer.produce(topic, value, key)
-            if i % 5_000 == 0:
-                producer.poll(0)
-        assert producer.flush(60) == 0
-        sent += 10_000
-        time.sleep(rng.uniform(0.0, 1.5))  # the victim fetching and cleaning meanwhile
-        proc = cluster.brokers[victim]
-        assert proc.popen is not None
-        proc.popen.send_signal(signal.SIGKILL)
-        proc.popen.wait(10)
-        cluster.start_brokers(victim)
-        cluster.wait_until(
-            lambda: any(r["Id"] == victim and r["State"] == "ONLINE"
-                        for r in ctl_json(cluster, "brokers", "list")),
-            30, "the victim ONLINE again",
-        )  # fmt: skip
-    dirs = [replica_dir(cluster, b, topic) for b in (leader, victim)]
-    cluster.wait_until(
-        lambda: compare_compacted(dirs, sent) == []
-        and all(below_active_segment(d) <= 3 * KEYS for d in dirs),
-        120, "the victim caught up and compacted",
-    )  # fmt: skip
-    leftovers = [p.name for p in dirs[1].iterdir() if p.suffix in (".cleaned", ".swap")]
-    assert not leftovers or all(p.endswith(".cleaned") for p in leftovers)  # only a live round's
-    values = {k: v for k, (_, v) in latest_values(dirs[1], sent).items()}
-    assert values == latest

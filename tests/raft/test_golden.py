@@ -69,6 +69,14 @@ from quorum.raft.records import (
 )
 from quorum.raft.states import EpochState
 from quorum.raft.transitions import Trigger
+from quorum.raft.voters import (
+    Voter,
+    VoterChangeRefused,
+    VoterSet,
+    decode_voters,
+    encode_voters,
+    is_voters_record,
+)
 
 TESTDATA = Path(__file__).parent / "testdata"
 SEPARATOR = "----"
@@ -156,13 +164,22 @@ def show_epoch(epoch: int) -> str:
     return str(epoch)
 
 
+def voter_set(ids: str) -> VoterSet:
+    """`1,2,4` is voters 1, 2 and 4 with directory ids d1, d2 and d4."""
+    return VoterSet(tuple(Voter(int(i), f"d{i}") for i in ids.split(",")))
+
+
 def parse_batches(text: str, voters: frozenset[int], now: int) -> tuple[Batch, ...]:
-    """`0@1:LC(1);1@1:a,b` is a LeaderChange by node 1 at offset 0, then records a, b."""
+    """`0@1:LC(1);1@1:a,b` is a LeaderChange by node 1 at offset 0, then records a, b;
+    `2@1:VR(1,2,4)` a VotersRecord naming voters 1, 2 and 4."""
     batches: list[Batch] = []
     for spec in filter(None, text.split(";")):
         head, _, body = spec.partition(":")
         base, _, epoch = head.partition("@")
-        if body.startswith("LC(") and body.endswith(")"):
+        if body.startswith("VR(") and body.endswith(")"):
+            record = encode_voters(voter_set(body[3:-1]))
+            batches.append(Batch(int(base), parse_epoch(epoch), (record,), now, control=True))
+        elif body.startswith("LC(") and body.endswith(")"):
             leader = int(body[3:-1])
             batches.append(
                 Batch(
@@ -184,6 +201,9 @@ def show_batch(batch: Batch) -> str:
     if batch.control and batch.records[0].startswith(LEADER_CHANGE_MAGIC):
         leader, _ = decode_leader_change(batch.records[0])
         return f"{head}:LC({leader})"
+    if batch.control and is_voters_record(batch.records[0]):
+        ids = ",".join(str(v) for v in sorted(decode_voters(batch.records[0]).ids))
+        return f"{head}:VR({ids})"
     return f"{head}:" + ",".join(r.decode() for r in batch.records)
 
 
@@ -324,11 +344,12 @@ class Script:
 
     init id= voters=1,2,3 [epoch= voted= leader= snapshot=END@EPOCH log=BATCHES
          rng=max election-timeout= fetch-timeout= fetch-max-wait= backoff-max=
-         linger= max-batch= max-fetch= max-epoch-jump=]
+         linger= max-batch= max-fetch= max-epoch-jump= kraft-version=]
     tick | state | propose records=a,b | resign | unreachable
     flushed end= [generation=]
     snapshot-taken snapshot=END@EPOCH | snapshot-installed snapshot=END@EPOCH
     snapshot-failed
+    add-voter id= | remove-voter id= [directory=]     (kraft-version=1; d<id> by default)
     vote | pre-vote from= epoch= last=OFFSET@EPOCH
     vote-response | pre-vote-response from= epoch= granted=true|false [leader=] [error=NAME]
     begin-epoch from= epoch= [leader=]   | begin-epoch-response from= epoch= leader=
@@ -394,9 +415,26 @@ class Script:
             node.on_snapshot_installed(SnapshotId(*parse_position(args["snapshot"])), self.now)
         elif name == "snapshot-failed":
             node.on_snapshot_failed(self.now)
+        elif name in ("add-voter", "remove-voter"):
+            self._voter_change(node, name, args, out)
         else:
             source, message = self._message(name, args)
             node.on_message(source, message, self.now)
+
+    def _voter_change(
+        self, node: RaftNode, name: str, args: dict[str, str], out: list[str]
+    ) -> None:
+        voter_id = int(args["id"])
+        try:
+            if name == "add-voter":
+                result = node.add_voter(Voter(voter_id, f"d{voter_id}"), self.now)
+            else:
+                result = node.remove_voter(voter_id, args.get("directory"), self.now)
+        except (NotLeaderError, VoterChangeRefused) as err:
+            out.append(f"error {err}")
+        else:
+            out.append(f"proposed epoch={result.epoch} offsets={result.first_offset}")
+        out.append(f"voters={','.join(str(v) for v in sorted(node.voters))}")
 
     def _init(self, args: dict[str, str]) -> list[str]:
         self.voters = frozenset(int(v) for v in args.get("voters", "1,2,3").split(","))
@@ -409,6 +447,7 @@ class Script:
             "max-batch": "max_batch_records",
             "max-fetch": "max_fetch_records",
             "max-epoch-jump": "max_epoch_jump",
+            "kraft-version": "kraft_version",
         }
         config_args = {
             field_: parse_epoch(args[key]) for key, field_ in options.items() if key in args

@@ -9,6 +9,8 @@ from quorum.sim.invariants import (
     MonotonicEpoch,
     MonotonicHighWatermark,
     SingleLeaderPerEpoch,
+    SingleVoterChange,
+    VoterChangeQuorum,
 )
 
 
@@ -53,3 +55,20 @@ def test_acknowledged_durability() -> None:
     checker.check_state(2, {}, 3)  # has not applied offset 3 yet
     with pytest.raises(InvariantViolation, match="lost"):
         checker.check_state(3, {3: b"y"}, 10)
+
+
+def test_single_voter_change() -> None:
+    checker = SingleVoterChange()
+    checker.on_high_watermark(10)
+    checker.on_voters_appended(1, 12, [4, 12])  # the change at 4 is committed
+    with pytest.raises(InvariantViolation, match="while the one at 12 is uncommitted"):
+        checker.on_voters_appended(1, 15, [4, 12, 15])
+    checker.on_high_watermark(13)
+    checker.on_voters_appended(2, 15, [12, 15])
+
+
+def test_voter_change_quorum() -> None:
+    checker = VoterChangeQuorum()
+    checker.on_voters_committed(5, frozenset({1, 2, 3, 4}), {1, 2, 4, 5})
+    with pytest.raises(InvariantViolation, match="only \\[1, 2\\] of the new set"):
+        checker.on_voters_committed(9, frozenset({1, 2, 3, 4}), {1, 2, 5})

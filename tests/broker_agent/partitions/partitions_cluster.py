@@ -16,7 +16,7 @@ from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
-from broker_agent.partitions.api import FetchPartition, IsrChangeRequest
+from broker_agent.partitions.api import REFUSED, FetchPartition, IsrChangeRequest, IsrChangeResult
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
 from broker_agent.partitions.inmemory import InMemoryLeaderFetchClient
 from broker_agent.partitions.partition_log import LogConfig
@@ -80,22 +80,25 @@ class FakeController:
     def view(self) -> MetadataView:
         return MetadataView(tuple(self.partitions.values()), self.configs)
 
-    async def alter_partition(self, broker_id: int, request: IsrChangeRequest) -> bool:
+    async def alter_partition(self, broker_id: int, request: IsrChangeRequest) -> IsrChangeResult:
         await asyncio.sleep(0)
-        current = self.partitions[(request.topic, request.partition)]
+        key = (request.topic, request.partition)
+        current = self.partitions[key]
         if (
             broker_id != current.leader
             or request.leader_epoch != current.leader_epoch
             or request.partition_epoch != current.partition_epoch
         ):
             self.refused += 1
-            return False
-        self.change(request.topic, request.partition, isr=request.new_isr)
-        return True
+            return REFUSED
+        if request.new_isr != current.isr:  # as the controller: no change, no record
+            self.change(request.topic, request.partition, isr=request.new_isr)
+        new = self.partitions[key]
+        return IsrChangeResult(True, new.leader_epoch, new.partition_epoch, new.isr)
 
     async def alter_partitions(
         self, broker_id: int, requests: Sequence[IsrChangeRequest]
-    ) -> list[bool]:
+    ) -> list[IsrChangeResult]:
         """Many in one request, each accepted or refused on its own."""
         self.requests.append(len(requests))
         return [await self.alter_partition(broker_id, r) for r in requests]

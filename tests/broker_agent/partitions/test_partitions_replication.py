@@ -89,6 +89,36 @@ def test_isr_shrinks_after_the_lag_time_and_expands_on_catching_up(tmp_path: Pat
     run(scenario, tmp_path)
 
 
+def test_the_leader_takes_the_isr_from_the_alter_partition_answer(tmp_path: Path) -> None:
+    """Kafka's leader applies the committed ISR the controller answers with, not
+    only the metadata record that follows (an accepted change that changed
+    nothing commits no record): with the metadata held back, a shrink still
+    lets acks=all complete on the smaller ISR, and the record, when it comes,
+    changes nothing and asks nothing again."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T)
+        leader = cluster.leader(T)
+        await eventually(lambda: all_at(cluster, 0), "followers fetching")
+        cluster.client.down.add(2)
+        cluster.controller.cluster = None  # records commit, metadata does not reach brokers
+        cluster.clock.now_ms += 30_001
+        await leader.append(T, 0, make_batch(b"1"), 1, 1_000)
+        await eventually(lambda: cluster.brokers[1].log_end_offset(T, 0) == 1, "1 fetched")
+        leader.tick()
+        await eventually(lambda: leader.partition_state(T, 0).isr == (0, 1), "ISR from the answer")  # type: ignore[union-attr]
+        result = await leader.append(T, 0, make_batch(b"2"), -1, 5_000)
+        assert result.error is ErrorCode.none  # acks=all on (0, 1): broker 2 not waited for
+        requests = list(cluster.controller.requests)
+        cluster.controller.cluster = cluster
+        cluster.publish()  # the delayed record: the same ISR and partition epoch
+        leader.tick()
+        assert cluster.controller.requests == requests  # nothing asked again
+        assert leader.partition_state(T, 0).isr == (0, 1)  # type: ignore[union-attr]
+
+    run(scenario, tmp_path)
+
+
 def test_a_stale_alter_partition_is_refused_and_retried_on_fresh_metadata(
     tmp_path: Path,
 ) -> None:
