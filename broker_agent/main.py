@@ -16,6 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
+from broker_agent import event_loop
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         level=config.log_level.upper(),
         format=f"%(asctime)s [broker {config.node_id}] %(levelname)s %(name)s: %(message)s",
     )
-    return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
+    return event_loop.run(_start_and_run(config, args.rebuild_metadata_cache))
 
 
 def replica_config(config: BrokerConfig) -> ReplicaConfig:
@@ -184,6 +185,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
     )
     loop = asyncio.get_running_loop()
+    log.info("broker %d: event loop %s", config.node_id, type(loop).__module__)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, agent.request_stop)
     metrics_at = "disabled"
