@@ -14,6 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
+from broker_agent import event_loop
 from broker_agent.agent import BrokerAgent
 from broker_agent.apply_trace import ApplyTrace
 from broker_agent.config import BrokerConfig, load_broker_config
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if config is None:
         return EXIT_STARTUP
     process.configure_logging(config.log_level, f"broker {config.node_id}")
-    return asyncio.run(_start_and_run(config, args.rebuild_metadata_cache))
+    return event_loop.run(_start_and_run(config, args.rebuild_metadata_cache))
 
 
 def replica_config(config: BrokerConfig) -> ReplicaConfig:
@@ -175,6 +176,9 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     metrics = AgentMetrics(agent)
     metrics.build_info(
         cluster_id=meta.cluster_id, node_id=str(config.node_id), process_roles="broker"
+    )
+    log.info(
+        "broker %d: event loop %s", config.node_id, type(asyncio.get_running_loop()).__module__
     )
     process.stop_on_signals(agent.request_stop)
     try:

@@ -28,6 +28,7 @@ PROVIDER = {
     "cryptography": "cryptography",
     "pyarrow": "pyarrow",  # quorumctl log export writes Parquet
     "kio": "kio",  # Kafka protocol types and error codes (the data plane)
+    "uvloop": "uvloop",  # the broker's event loop
 }
 # First-party packages the product may import besides the shipped ones:
 # `quorumctl log export` writes in the schema the analytics package defines.

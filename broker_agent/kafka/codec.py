@@ -19,7 +19,7 @@ import typing
 import uuid
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from kio.index import load_entity_module
@@ -121,16 +121,49 @@ def produce_acks(frame: bytes, api_version: int) -> int | None:
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """The response frame, size prefix included, with the header its class names
-    (v0 for ApiVersions at every version, as Kafka does)."""
+    (v0 for ApiVersions at every version, as Kafka does).
+
+    The header is a template per header class (encoded by kio once, the
+    correlation id, its first field in every version, packed in), and the bodies
+    of answers that repeat (`REPEATING_ANSWERS`) are encoded once each: kio's
+    writer costs tens of microseconds per entity, and a coordinator sends the same
+    few OffsetCommit and Heartbeat answers thousands of times a second."""
+    cls = type(response)
+    if cls.__api_key__ in REPEATING_ANSWERS:
+        try:
+            body = _repeated_body(cls, response)
+        except TypeError:  # a field that cannot be hashed: encoded as any other
+            body = _encode_entity(response)
+    else:
+        body = _encode_entity(response)
+    tail = _header_tail(cls.__header_schema__)
+    return _SIZE_AND_CORRELATION.pack(4 + len(tail) + len(body), correlation_id) + tail + body
+
+
+# Answers that are the same bytes again and again (per group member or committed
+# partition, error code and version): small, so a bounded cache of them is cheap.
+REPEATING_ANSWERS = frozenset({8, 12})  # OffsetCommit, Heartbeat
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+def _encode_entity(entity: Any) -> bytes:
     buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
-    header_cls = type(response).__header_schema__
-    entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
-    entity_writer(type(response))(buffer, response)
-    data = buffer.getbuffer()
-    SIZE.pack_into(data, 0, len(data) - 4)
-    del data
+    entity_writer(type(entity))(buffer, entity)
     return buffer.getvalue()
+
+
+@lru_cache(maxsize=1024)
+def _repeated_body(cls: Any, response: Any) -> bytes:
+    """Keyed by class and value: kio's entities are frozen dataclasses, equal
+    only to an entity of the same class with equal fields."""
+    return _encode_entity(response)
+
+
+@cache
+def _header_tail(header_cls: Any) -> bytes:
+    """A response header's bytes after its correlation id (v1's empty tagged
+    fields; nothing in v0)."""
+    return _encode_entity(header_cls(correlation_id=0))[4:]
 
 
 def encode_request(header: Any, request: Any) -> bytes:

@@ -7,12 +7,14 @@ lacks a field some version needs, or a version whose classes do not round-trip."
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as HeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as HeaderV2
+from kio.serial import entity_writer
 
 from broker_agent.kafka import codec
 from broker_agent.kafka.apis import KafkaApis
@@ -174,3 +176,25 @@ def test_fetch_by_topic_id_reaches_the_topic_and_echoes_its_id(version: int) -> 
     (topic,) = response.responses
     assert codec.topic_id_text(topic.topic_id) == TOPIC_ID
     assert topic.partitions[0].error_code == ErrorCode.not_leader_or_follower  # no replicas here
+
+
+@pytest.mark.parametrize(
+    ("api", "version"),
+    [(k, v) for k, v in served_versions() if k in (ApiKey.OFFSET_COMMIT, ApiKey.HEARTBEAT)],
+)
+def test_repeating_answers_are_the_bytes_kio_writes(api: ApiKey, version: int) -> None:
+    """OffsetCommit and Heartbeat answers are encoded once and their header from a
+    template: every frame is still exactly what kio's writers produce."""
+    cls = codec.response_class(api, version)
+    partitions = [{"partition_index": 3, "error_code": 27}, {"partition_index": 4, "error_code": 0}]
+    answer = codec.build(
+        cls,
+        {"throttle_time": 0, "error_code": 22, "topics": [{"name": "t", "partitions": partitions}]},
+    )
+    for correlation_id in (0, 7, -1, 2**31 - 1, 7):
+        buffer = io.BytesIO()
+        header_cls = cls.__header_schema__
+        entity_writer(header_cls)(buffer, header_cls(correlation_id=correlation_id))
+        entity_writer(cls)(buffer, answer)
+        expected = buffer.getvalue()
+        assert codec.encode_response(correlation_id, answer) == len(expected).to_bytes(4) + expected
