@@ -131,7 +131,23 @@ def test_add_remove_and_remove_the_leader_under_writes_lose_nothing(cluster: Clu
 
         out = add_when_caught_up(cluster, OBSERVER)
         assert "added as a voter" in out, out
-        assert voters(cluster) == {n: cluster.directory_ids[n] for n in (1, 2, 3, 4)}
+        four = {n: cluster.directory_ids[n] for n in (1, 2, 3, 4)}
+        assert voters(cluster) == four
+        writer.wait_for_more(len(writer.acknowledged))
+
+        # The leader dies: an election among the four (voter 4's address comes
+        # from the voter set in the log, no static setting names it); the old
+        # leader restarts with the voter set read back from its log.
+        crashed = cluster.wait_for_leader().leader_id
+        cluster.kill(crashed)
+        cluster.wait_exit(crashed)
+        others = [n for n in (1, 2, 3, 4) if n != crashed]
+        cluster.wait_for_leader(others, timeout_s=60)
+        cluster.start(crashed)
+        cluster.wait_until(lambda: voters(cluster) == four, 60, "the four voters after a crash")
+        assert any("reaching voter 4 at" in cluster.procs[n].log_text() for n in (1, 2, 3)), (
+            cluster.logs()
+        )
         writer.wait_for_more(len(writer.acknowledged))
 
         code, out = remove(cluster, OBSERVER, cluster.directory_ids[OBSERVER])
