@@ -20,7 +20,11 @@ from quorum.gen import admin_pb2 as api
 from quorum.raft.client_api import NotLeaderError, ProposalFailed
 from quorum.raft.config import ProposeResult
 from quorum.raft.voters import Endpoint, Voter, VoterChangeRefused
+from quorum.rpc.wire_errors import SHOWN_CHARS
 from quorum.server.driver import RaftDriver
+
+MAX_LISTENERS = 16
+MAX_NAME_CHARS = 255  # a host name's limit (RFC 1035), also for listener names
 
 
 class VoterChanges:
@@ -35,10 +39,16 @@ class VoterChanges:
         )
         if not endpoints:
             raise ControllerError(ApiError.INVALID_REQUEST, "a new voter needs a listener")
+        if len(endpoints) > MAX_LISTENERS:
+            raise ControllerError(
+                ApiError.INVALID_REQUEST, f"{len(endpoints)} listeners, at most {MAX_LISTENERS}"
+            )
         for e in endpoints:
-            if not e.host or not 0 < e.port < 65536:
+            too_long = len(e.host) > MAX_NAME_CHARS or len(e.name) > MAX_NAME_CHARS
+            if not e.host or too_long or not 0 < e.port < 65536:
                 raise ControllerError(
-                    ApiError.INVALID_REQUEST, f"listener {e.name} {e.host}:{e.port} is not valid"
+                    ApiError.INVALID_REQUEST,
+                    f"listener {_shown(e.name)} {_shown(e.host)}:{e.port} is not valid",
                 )
         voter = Voter(request.voter_id, request.voter_directory_id, endpoints)
         core = self._driver.core
@@ -78,5 +88,12 @@ def _check_identity(voter_id: int, directory_id: str) -> None:
     problem = directory_id_problem(directory_id)
     if problem is not None:
         raise ControllerError(
-            ApiError.INVALID_REQUEST, f"voter directory id {directory_id!r}: {problem}"
+            ApiError.INVALID_REQUEST, f"voter directory id {_shown(directory_id)}: {problem}"
         )
+
+
+def _shown(text: str) -> str:
+    """Echo at most a few characters of a client's string: a huge one would
+    overflow gRPC's metadata limit on the way back (RESOURCE_EXHAUSTED)."""
+    shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+    return f"{shown!r} ({len(text)} characters)" if len(text) > SHOWN_CHARS else repr(shown)
