@@ -14,15 +14,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, ctl, quorumctl, running_cluster
+from controller_cluster import Cluster, ctl, quorumctl, run, running_cluster
 
+from quorum.admin_client import AdminClient, AdminError
 from quorum.controller.codec import noop
+from quorum.gen import admin_pb2 as api
 
 OBSERVER = 4
 
@@ -30,7 +33,10 @@ OBSERVER = 4
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = Path(tmp_path_factory.mktemp("dynamic-voters"))
-    with running_cluster(root, voters=3, observers=1, kraft_version=1) as c:
+    # A leader without a majority resigns after the fetch timeout: 6 s leaves
+    # the pending-change test room to ask twice on a loaded machine.
+    extra = {"controller.quorum.fetch.timeout.ms": "6000"}
+    with running_cluster(root, voters=3, observers=1, kraft_version=1, extra=extra) as c:
         yield c
 
 
@@ -230,3 +236,70 @@ def test_bad_voter_changes_get_kafkas_errors_and_change_nothing(cluster: Cluster
         code, out = membership(cluster, *args)
         assert code != 0 and error in out, (error, args, out)
         assert voters(cluster) == before, (error, args)
+
+
+def test_a_second_change_while_one_is_pending_is_refused_and_changes_nothing(
+    cluster: Cluster,
+) -> None:
+    """A follower is stopped (SIGSTOP) so that a removal cannot reach the new
+    set's majority; while it is pending, a second change is REQUEST_TIMED_OUT
+    and is never made. The follower resumes, the first change commits, and the
+    removed voter is added back (this test leaves the voters as it found them)."""
+    before = voters(cluster)
+    leader = cluster.wait_for_leader().leader_id
+    followers = sorted(n for n in before if n != leader)
+    stopped = followers[-1]
+    # The voter whose removal needs the stopped one: the other follower of three,
+    # or the leader itself of two.
+    removed = followers[0] if len(followers) == 2 else leader
+    assert len(before) in (2, 3)
+    bootstrap = cluster.voter_addresses()
+
+    async def scenario() -> tuple[str, str]:
+        client = AdminClient(bootstrap, cluster.cluster_id)
+        first = None
+        try:
+            end = (await cluster._describe(leader)).log_end_offset
+            cluster.kill(stopped, signal.SIGSTOP)
+            first = asyncio.ensure_future(
+                client.admin(
+                    "RemoveRaftVoter",
+                    api.RemoveRaftVoterRequest(
+                        voter_id=removed, voter_directory_id=before[removed]
+                    ),
+                    deadline_s=60,
+                )
+            )
+            while (await cluster._describe(leader)).log_end_offset == end:
+                await asyncio.sleep(0.02)  # the VotersRecord is in the leader's log
+            try:
+                await client.admin(
+                    "RemoveRaftVoter",
+                    api.RemoveRaftVoterRequest(
+                        voter_id=stopped, voter_directory_id=before[stopped]
+                    ),
+                    deadline_s=5,
+                )
+                second = "accepted"
+            except AdminError as err:
+                second = str(err)
+            cluster.kill(stopped, signal.SIGCONT)
+            try:
+                await first
+                outcome = "committed"
+            except AdminError as err:  # the leader may have moved on meanwhile
+                outcome = str(err)
+            return second, outcome
+        finally:
+            cluster.kill(stopped, signal.SIGCONT)
+            if first is not None and not first.done():
+                first.cancel()
+            await client.close()
+
+    second, outcome = run(scenario())
+    assert second.startswith("REQUEST_TIMED_OUT") and "one change at a time" in second, second
+    expected = {n: d for n, d in before.items() if n != removed}
+    cluster.wait_until(lambda: voters(cluster) == expected, 60, f"the first change ({outcome})")
+    out = add_when_caught_up(cluster, removed)
+    assert "added as a voter" in out, out
+    assert voters(cluster) == before
