@@ -29,7 +29,7 @@ from process_logs import watch
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
-from quorum.common.meta_properties import random_uuid
+from quorum.common.meta_properties import random_uuid, read_meta_properties
 from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as admin_pb
@@ -178,6 +178,11 @@ class Cluster:
                     else ["--no-initial-controllers"]
                 )
         cluster._format_all([p.config for p in cluster.procs.values()], flags=flags)
+        if kraft_version:  # the observers' directory ids are the ones format chose
+            cluster.directory_ids = {
+                n: read_meta_properties(p.data_dir).directory_id or ""
+                for n, p in cluster.procs.items()
+            }
         return cluster
 
     def format(self, node_id: int, cluster_id: str | None = None) -> None:

@@ -90,18 +90,22 @@ def membership(cluster: Cluster, *args: str) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def add_when_caught_up(cluster: Cluster, node: int) -> str:
-    """add-controller; REQUEST_TIMED_OUT means not caught up yet (or the previous
-    change still committing): asked again, as an operator would."""
+def add_when_caught_up(cluster: Cluster, node: int, by_config: bool = False) -> str:
+    """add-controller (with the ids and endpoint, or `--config` as Kafka's tool
+    takes it); REQUEST_TIMED_OUT means not caught up yet (or the previous change
+    still committing): asked again, as an operator would."""
     deadline = time.monotonic() + 60
-    while True:
-        code, out = membership(
-            cluster,
-            "add-controller",
+    flags = (
+        ("--config", str(cluster.procs[node].config))
+        if by_config
+        else (
             "--controller-id", str(node),
             "--controller-directory-id", cluster.directory_ids[node],
             "--endpoint", cluster.procs[node].address,
-        )  # fmt: skip
+        )
+    )  # fmt: skip
+    while True:
+        code, out = membership(cluster, "add-controller", *flags)
         if code == 0 or "REQUEST_TIMED_OUT" not in out or time.monotonic() > deadline:
             return out
         time.sleep(0.5)
@@ -303,3 +307,40 @@ def test_a_second_change_while_one_is_pending_is_refused_and_changes_nothing(
     out = add_when_caught_up(cluster, removed)
     assert "added as a voter" in out, out
     assert voters(cluster) == before
+
+
+def test_the_voter_set_survives_in_snapshots(tmp_path: Path) -> None:
+    """Voter 4 is added while controller F is down; the log is then snapshotted
+    and cut past the VotersRecord. F comes back and installs the leader's
+    snapshot, and the leader restarts from its own: both know voter 4 from the
+    snapshot alone (no log entry of theirs holds it)."""
+    small = {
+        "metadata.snapshot.max.new.record.bytes": "4096",
+        "metadata.log.segment.bytes": "16384",
+        "metadata.max.retention.bytes": "0",
+    }
+    with running_cluster(tmp_path, voters=3, observers=1, kraft_version=1, extra=small) as c:
+        leader = c.wait_for_leader().leader_id
+        down = next(n for n in (1, 2, 3) if n != leader)
+        c.kill(down)
+        c.wait_exit(down)
+        out = add_when_caught_up(c, OBSERVER, by_config=True)
+        assert "added as a voter at offset" in out, out
+        assert voters(c)[OBSERVER] == c.directory_ids[OBSERVER]  # its meta.properties
+        record_offset = int(out.split("at offset")[1].split()[0])
+        offsets = c.write(400, size=200)
+        assert c.describe(leader).log_start_offset > record_offset
+
+        c.start(down)
+        c.wait_until(
+            lambda: c.describe(down).applied_offset > offsets[-1], 60, "the snapshot installed"
+        )
+        assert c.procs[down].metrics()["quorum_raft_snapshots_installed_total"] >= 1
+        assert sorted(c.describe(down).voter_addresses) == [1, 2, 3, 4]
+
+        c.kill(leader, signal.SIGTERM)
+        c.wait_exit(leader)
+        c.start(leader)
+        c.wait_until(lambda: c.describe(leader).log_start_offset > record_offset, 60, "the restart")
+        assert sorted(c.describe(leader).voter_addresses) == [1, 2, 3, 4]
+        assert sorted(voters(c)) == [1, 2, 3, 4]
