@@ -15,7 +15,8 @@ the topics the caller may not DESCRIBE, as Kafka's Metadata answer does.
 - IncrementalAlterConfigs / DescribeConfigs: ALTER_CONFIGS / DESCRIBE_CONFIGS on
   the topic, or on CLUSTER for broker and cluster-wide resources.
 - DescribeTopics with names: DESCRIBE on each topic.
-- CreateAcls, DeleteAcls, ElectLeaders, UpdateFeatures, UnregisterBroker: ALTER
+- CreateAcls, DeleteAcls, ElectLeaders, UpdateFeatures, UnregisterBroker,
+  AddRaftVoter, RemoveRaftVoter: ALTER
   on CLUSTER. DescribeAcls, DescribeQuorum: DESCRIBE on CLUSTER.
 - AlterPartition, AllocateProducerIds, the broker calls (RegisterBroker,
   BrokerHeartbeat, MetadataFetch, FetchMetadataSnapshot), the Raft calls and
@@ -74,6 +75,8 @@ _RULES: dict[str, Callable[[Any, TopicNameOf], list[Requirement]] | Operation | 
     "ElectLeadersRequest": Operation.ALTER,
     "UpdateFeaturesRequest": Operation.ALTER,
     "UnregisterBrokerRequest": Operation.ALTER,
+    "AddRaftVoterRequest": Operation.ALTER,
+    "RemoveRaftVoterRequest": Operation.ALTER,
     "DescribeAclsRequest": Operation.DESCRIBE,
     "DescribeQuorumRequest": Operation.DESCRIBE,
     "AlterPartitionRequest": Operation.CLUSTER_ACTION,

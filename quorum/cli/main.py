@@ -24,6 +24,7 @@ from quorum.cli.features import features_group
 from quorum.cli.lazy_group import LazyGroup
 from quorum.cli.log_tools import log_group
 from quorum.cli.quorum_describe import quorum_group
+from quorum.cli.quorum_membership import add_controller, remove_controller
 from quorum.cli.shell import metadata_group
 from quorum.cli.snapshot_cmds import snapshot_group
 from quorum.cli.storage import storage
@@ -59,6 +60,8 @@ def cli() -> None:
 
 cli.add_command(storage)
 cli.add_command(quorum_group)
+assert quorum_group.commands["add-controller"] is add_controller  # registered on import
+assert quorum_group.commands["remove-controller"] is remove_controller
 cli.add_command(endpoint_group)
 cli.add_command(topics_group)
 topics_group.add_command(cleaner_command)

@@ -175,7 +175,8 @@ def replication_rows(
             rows.append(
                 {
                     "NodeId": r.replica_id,
-                    "DirectoryId": directories.get(r.replica_id, ""),
+                    # The voter set in force says (kraft.version 1), else the node.
+                    "DirectoryId": r.directory_id or directories.get(r.replica_id, ""),
                     "LogEndOffset": r.log_end_offset if fetched else -1,
                     "Lag": max(0, leader_end - r.log_end_offset) if fetched else -1,
                     "LastFetchTimestamp": r.last_fetch_timestamp_ms,

@@ -15,6 +15,7 @@ from quorum.cli.data_dir import PARTITION_DIR
 from quorum.common.meta_properties import (
     MetaProperties,
     StorageFormatError,
+    directory_id_problem,
     format_directory,
     random_uuid,
     read_meta_properties,
@@ -27,8 +28,16 @@ from quorum.common.node_identity import (
 )
 from quorum.controller_config import ConfigError, ControllerConfig, load_config, read_properties
 from quorum.log.errors import StorageError
+from quorum.log.file_log import FileLogStore
+from quorum.log.kraft_bootstrap import (
+    InitialControllersError,
+    initial_voters_batch,
+    parse_initial_controllers,
+    write_kraft_version,
+)
 from quorum.log.quorum_state import FILE_NAME as QUORUM_STATE_FILE
 from quorum.log.quorum_state import FileQuorumStateStore
+from quorum.raft.voters import VoterSet
 
 _CONFIG_OPTION = click.option(
     "--config",
@@ -92,11 +101,34 @@ def random_uuid_command() -> None:
     is_flag=True,
     help="Succeed when the directory is already formatted with this cluster id and node id.",
 )
-def format_command(cluster_id: str, config_path: Path, ignore_formatted: bool) -> None:
+@click.option(
+    "--initial-controllers",
+    "-I",
+    default=None,
+    help="kraft.version 1 (KIP-853): the first voter set, as id@host:port:directory-id,... "
+    "(this node's directory id is taken from it). Every initial controller is formatted "
+    "with the same list.",
+)
+@click.option(
+    "--no-initial-controllers",
+    "-N",
+    is_flag=True,
+    help="kraft.version 1 without a voter set: a controller that starts as an observer "
+    "and is added with `quorumctl quorum add-controller`.",
+)
+def format_command(
+    cluster_id: str,
+    config_path: Path,
+    ignore_formatted: bool,
+    initial_controllers: str | None,
+    no_initial_controllers: bool,
+) -> None:
     """Write meta.properties (cluster.id, node.id, version) into metadata.log.dir.
 
     An existing meta.properties is never overwritten, and a directory that
-    holds data but no meta.properties is refused.
+    holds data but no meta.properties is refused. Without either
+    `--initial-controllers` or `--no-initial-controllers` the node runs
+    kraft.version 0: the voters are controller.quorum.voters, for good.
 
     \b
     Example:
@@ -109,12 +141,38 @@ def format_command(cluster_id: str, config_path: Path, ignore_formatted: bool) -
         raise OperationFailed(str(err)) from err
     config = _load(config_path)
     directory = config.metadata_log_dir
+    if initial_controllers is not None and no_initial_controllers:
+        raise OperationFailed("give --initial-controllers or --no-initial-controllers, not both")
+    voters: VoterSet | None = None
+    directory_id: str | None = None
+    if initial_controllers is not None:
+        if not isinstance(config, ControllerConfig):
+            raise OperationFailed("--initial-controllers is for controllers only")
+        try:
+            voters = parse_initial_controllers(initial_controllers)
+        except InitialControllersError as err:
+            raise OperationFailed(f"invalid --initial-controllers: {err}") from err
+        bad = [
+            f"{v.voter_id}: {problem}"
+            for v in voters.voters
+            if (problem := directory_id_problem(v.directory_id))
+        ]
+        if bad:
+            raise OperationFailed(f"invalid directory id in --initial-controllers: {bad}")
+        me = voters.voter(config.node_id)
+        directory_id = me.directory_id if me is not None else None
     try:
         written = format_directory(
-            directory, MetaProperties(cluster_id, config.node_id), ignore_formatted
+            directory,
+            MetaProperties(cluster_id, config.node_id, directory_id=directory_id),
+            ignore_formatted,
         )
+        if written and (voters is not None or no_initial_controllers):
+            _bootstrap_kraft_version(directory, voters)
     except StorageFormatError as err:
         raise OperationFailed(str(err)) from err
+    if written and (voters is not None or no_initial_controllers):
+        click.echo(f"kraft.version 1 (voters: {_voters_text(voters)})")
     if written:
         click.echo(
             f"Formatting {directory} with cluster.id {cluster_id} and node.id {config.node_id}"
@@ -124,6 +182,27 @@ def format_command(cluster_id: str, config_path: Path, ignore_formatted: bool) -
             f"{directory} is already formatted with cluster.id {cluster_id} and "
             f"node.id {config.node_id}; nothing to do"
         )
+
+
+def _bootstrap_kraft_version(directory: Path, voters: VoterSet | None) -> None:
+    try:
+        write_kraft_version(directory)
+        if voters is not None:
+            with FileLogStore(directory / PARTITION_DIR) as log_store:
+                log_store.append([initial_voters_batch(voters)])
+                log_store.flush(1)
+    except (OSError, StorageError) as err:
+        raise StorageFormatError(f"cannot write the initial voter set: {err}") from err
+
+
+def _voters_text(voters: VoterSet | None) -> str:
+    if voters is None:
+        return "none yet, learned from the log"
+    return ",".join(
+        f"{v.voter_id}@{e.host}:{e.port}:{v.directory_id}"
+        for v in voters.voters
+        for e in v.endpoints[:1]
+    )
 
 
 @storage.command("info")

@@ -174,7 +174,9 @@ class MetadataImage:
     def load_snapshot(self, records: Iterable[Record], end_offset: int) -> None:
         self._reset(0)
         at = end_offset - 1
-        for _key, value in records:
+        for key, value in records:
+            if key.startswith(b"\x00"):
+                continue  # the Raft layer's (the KIP-853 voter set), not the image's
             record = decode(value, at)
             if record.WhichOneof("record") == "partition":
                 self._put_partition(record.partition, at)

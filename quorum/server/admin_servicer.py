@@ -25,6 +25,7 @@ from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
 from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
+from quorum.server.voter_changes import VoterChanges
 
 T = TypeVar("T")
 
@@ -118,11 +119,15 @@ class AdminServicer(api_grpc.AdminServicer):
     """Protobuf in, a `QuorumController` call, protobuf out."""
 
     def __init__(
-        self, calls: ControllerCalls, describe_quorum: Callable[[bool], pb.DescribeQuorumResponse]
+        self,
+        calls: ControllerCalls,
+        describe_quorum: Callable[[bool], pb.DescribeQuorumResponse],
+        voter_changes: VoterChanges | None = None,
     ) -> None:
         self._calls = calls
         self._c = calls.controller
         self._describe_quorum = describe_quorum
+        self._voter_changes = voter_changes
 
     def _serve(self, context: Any, request: Any, call: Callable[[Any], Any]) -> Awaitable[Any]:
         return self._calls.serve(context, request, lambda: call(request))
@@ -165,6 +170,22 @@ class AdminServicer(api_grpc.AdminServicer):
 
     async def UnregisterBroker(self, request: api.UnregisterBrokerRequest, context: Any) -> Any:
         return await self._serve(context, request, self._c.unregister_broker)
+
+    async def AddRaftVoter(self, request: api.AddRaftVoterRequest, context: Any) -> Any:
+        return await self._serve(context, request, self._voter_change("add"))
+
+    async def RemoveRaftVoter(self, request: api.RemoveRaftVoterRequest, context: Any) -> Any:
+        return await self._serve(context, request, self._voter_change("remove"))
+
+    def _voter_change(self, kind: str) -> Callable[[Any], Any]:
+        changes = self._voter_changes
+        if changes is None:
+
+            def unsupported(_: Any) -> Any:
+                raise ControllerError(ApiError.UNSUPPORTED_VERSION, "no voter changes here")
+
+            return unsupported
+        return changes.add if kind == "add" else changes.remove
 
     # ------------------------------------------------------------------- reads
 

@@ -25,6 +25,7 @@ from quorum.gen import raft_pb2 as pb
 from quorum.raft.records import SnapshotId
 from quorum.rpc.wire_errors import rich_status
 from quorum.server.admin_servicer import AdminServicer, ControllerCalls
+from quorum.server.voter_changes import VoterChanges
 from snapshots.api import SnapshotChunk
 from snapshots.errors import SnapshotNotFoundError
 
@@ -106,9 +107,12 @@ def add_servicers(
     calls: ControllerCalls,
     describe_quorum: Callable[[bool], pb.DescribeQuorumResponse],
     read_snapshot_chunk: ReadChunk | None,
+    voter_changes: VoterChanges | None = None,
 ) -> list[str]:
     """Register the admin and broker services; returns their full names for reflection."""
-    api_grpc.add_AdminServicer_to_server(AdminServicer(calls, describe_quorum), server)
+    api_grpc.add_AdminServicer_to_server(
+        AdminServicer(calls, describe_quorum, voter_changes), server
+    )
     add_broker_lifecycle(BrokerLifecycleServicer(calls, read_snapshot_chunk), server)
     return [
         api.DESCRIPTOR.services_by_name["Admin"].full_name,

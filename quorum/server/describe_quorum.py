@@ -25,13 +25,26 @@ def describe_quorum(
     def wall(ts: int | None) -> int:
         return -1 if ts is None else wall_ms - (now_ms - ts)
 
+    voters = driver.core.voters
+    voter_set = driver.core.current_voter_set() if driver.config.kraft_version else None
+    if voter_set is not None:
+        # kraft.version 1: a voter added at runtime is reached where its record says.
+        addresses = dict(addresses)
+        for voter in voter_set.voters:
+            for endpoint in voter.endpoints[:1]:
+                addresses.setdefault(voter.voter_id, f"{endpoint.host}:{endpoint.port}")
+
+    def directory_of(replica: int) -> str:
+        voter = voter_set.voter(replica) if voter_set is not None else None
+        return voter.directory_id if voter is not None else ""
+
     out = pb.DescribeQuorumResponse(
         node_id=driver.config.node_id,
         leader_id=wire_leader(driver.leader_id),
         leader_epoch=driver.epoch,
         voted_for=wire_leader(driver.voted_for),
         directory_id=directory_id,
-        voter_addresses={v: addresses[v] for v in driver.config.voters if v in addresses},
+        voter_addresses={v: addresses[v] for v in voters if v in addresses},
         high_watermark=driver.high_watermark,
         role=driver.role.value,
         log_start_offset=driver.log_start_offset,
@@ -61,8 +74,9 @@ def describe_quorum(
             last_fetch_timestamp_ms=wall_ms,
             last_caught_up_timestamp_ms=wall_ms,
             address=addresses.get(driver.config.node_id, ""),
+            directory_id=directory_of(driver.config.node_id),
         )
-        out.current_voters.append(me)
+        (out.current_voters if driver.config.node_id in voters else out.observers).append(me)
         for replica, progress in sorted(driver.replica_progress().items()):
             state = pb.ReplicaState(
                 replica_id=replica,
@@ -70,7 +84,7 @@ def describe_quorum(
                 last_fetch_timestamp_ms=wall(progress.last_fetch_ms),
                 last_caught_up_timestamp_ms=wall(progress.last_caught_up_ms),
                 address=addresses.get(replica, ""),
+                directory_id=directory_of(replica),
             )
-            voters = driver.config.voters
             (out.current_voters if replica in voters else out.observers).append(state)
     return out

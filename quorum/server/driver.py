@@ -128,7 +128,19 @@ class RaftDriver:
             if snapshot_store is not None
             else None
         )
-        self.core = RaftNode(config, rng or random.Random(), clock(), state_store.read(), raft_log)
+        snapshot_voters = (
+            self.snapshots.voters(snapshot_id)
+            if self.snapshots is not None and snapshot_id is not None and config.kraft_version
+            else None
+        )
+        self.core = RaftNode(
+            config,
+            rng or random.Random(),
+            clock(),
+            state_store.read(),
+            raft_log,
+            snapshot_voters=snapshot_voters,
+        )
         self.stats = DriverStats()
         self.refusals = RefusedRequests()
         self.latencies: LatencyObserver = NoLatencies()
@@ -229,6 +241,19 @@ class RaftDriver:
             out.append(batch)
         return out
 
+    def known_voters(self) -> frozenset[int]:
+        """Who may send requests as a voter: the voter set in force and, while the
+        newest voter change is uncommitted, the set before it too (a removed
+        voter may still need to lead or vote until the change commits; the core
+        judges what its requests are worth)."""
+        core = self.core
+        voters = core.voters
+        if not self.config.kraft_version or not core.voter_change_pending():
+            return voters
+        latest = core.latest_voter_change()
+        previous = core.voter_set_at(latest[0]) if latest is not None else None
+        return voters | (previous.ids if previous is not None else self.config.voters)
+
     def latest_snapshot(self) -> SnapshotId | None:
         return self.snapshots.store.latest() if self.snapshots is not None else None
 
@@ -245,7 +270,8 @@ class RaftDriver:
         with self.poll_idle:
             records = capture()
         snapshots.running = True  # until the worker has written it, or failed
-        written = loop.run_in_executor(None, snapshots.write, snapshot_id, records)
+        voters = self.core.voter_set_at(end_offset) if self.config.kraft_version else None
+        written = loop.run_in_executor(None, snapshots.write, snapshot_id, records, voters)
         task = asyncio.ensure_future(self._snapshot_written(snapshot_id, written))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -352,6 +378,19 @@ class RaftDriver:
             raise RuntimeError("driver not running")
         with self.poll_idle:
             result = self.core.propose(records, self.clock())
+        future: asyncio.Future[ProposeResult] = self._loop.create_future()
+        self._waiters.add(result, future)
+        self._schedule_process()
+        return await future
+
+    async def change_voters(self, change: Callable[[int], ProposeResult]) -> ProposeResult:
+        """Run a voter change of the core (`add_voter`, `remove_voter`, given the
+        time); returns once its VotersRecord is committed. Raises what the core
+        raises (NotLeaderError, VoterChangeRefused), changing nothing then."""
+        if self._loop is None or self._closed:
+            raise RuntimeError("driver not running")
+        with self.poll_idle:
+            result = change(self.clock())
         future: asyncio.Future[ProposeResult] = self._loop.create_future()
         self._waiters.add(result, future)
         self._schedule_process()
@@ -579,7 +618,8 @@ class RaftDriver:
         if self._closed:
             return
         log.info("installed snapshot at offset %d from node %d", snapshot_id.end_offset, leader)
-        self.core.on_snapshot_installed(snapshot_id, self.clock())
+        voters = snapshots.voters(snapshot_id) if self.config.kraft_version else None
+        self.core.on_snapshot_installed(snapshot_id, self.clock(), voters)
         self._process()
 
 

@@ -40,6 +40,7 @@ from quorum.controller.rate_limit import RateLimiter
 from quorum.controller_config import ControllerConfig, load_config
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore
+from quorum.log.kraft_bootstrap import read_kraft_version
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
@@ -53,6 +54,7 @@ from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
+from quorum.server.voter_changes import VoterChanges
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
@@ -104,6 +106,7 @@ class ControllerProcess:
                 election_backoff_max_ms=config.election_backoff_max_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
                 max_epoch_jump=config.max_epoch_jump,
+                kraft_version=read_kraft_version(config.metadata_log_dir),
             )
             peers = {node: endpoint.address() for node, endpoint in config.voters.items()}
             self.node = QuorumNode(
@@ -228,6 +231,7 @@ class ControllerProcess:
                 driver, addresses, include_digest, self.directory_id
             ),
             driver.read_snapshot_chunk,
+            VoterChanges(driver, self.config.request_timeout_ms / 1000 * 5),
         )
 
     def _storage_failed(self, reason: str) -> None:

@@ -98,7 +98,7 @@ class RaftCollector(Collector):
         yield gauge(
             "quorum_raft_log_end_epoch", "Epoch of the last batch in the log.", driver.log_end_epoch
         )
-        voters = driver.config.voters
+        voters = driver.core.voters
         yield gauge("quorum_raft_voters", "Voters in the quorum's configuration.", len(voters))
         yield gauge(
             "quorum_raft_observers",

@@ -94,12 +94,12 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             await self._reject(
                 context, ErrorCode.INVALID_REQUEST, f"the request names this node ({sender})"
             )
-        if sender is not None and sender not in self._driver.config.voters:
+        if sender is not None and sender not in self._driver.known_voters():
             await self._reject(
                 context,
                 ErrorCode.INCONSISTENT_VOTER_SET,
                 f"node {sender} is not a voter of this quorum "
-                f"(voters {sorted(self._driver.config.voters)})",
+                f"(voters {sorted(self._driver.core.voters)})",
             )
         if sender is not None:
             await self._check_identity(context, sender, request)
@@ -184,7 +184,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             },
         )
         await self._check(context, request.cluster_id, problems, request=request)
-        if request.replica_id in self._driver.config.voters:
+        if request.replica_id in self._driver.core.voters:
             await self._check_identity(context, request.replica_id, request)
         msg = from_proto(request)
         return await self._answer(context, request.replica_id, msg, self._fetch_wait_s)  # type: ignore[no-any-return]
@@ -203,7 +203,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         if request.max_bytes <= 0:
             problems.append(f"max_bytes must be positive, got {request.max_bytes}")
         await self._check(context, request.cluster_id, problems, request=request)
-        if request.replica_id in self._driver.config.voters:
+        if request.replica_id in self._driver.core.voters:
             await self._check_identity(context, request.replica_id, request)
         driver = self._driver
         if request.epoch < driver.epoch:

@@ -107,6 +107,8 @@ class GrpcTransport:
         tls: TlsSettings | None = None,
     ) -> None:
         self._cluster_id = cluster_id
+        self._tls = tls
+        self._reconnect_backoff_max_ms = reconnect_backoff_max_ms
         # A peer that comes back is retried within an election timeout.
         self._channels = {
             peer: open_channel(addr, reconnect_backoff_max_ms, tls) for peer, addr in peers.items()
@@ -134,7 +136,7 @@ class GrpcTransport:
         return self._cluster_id
 
     def send_request(self, destination: int, message: Message) -> None:
-        if destination not in self._stubs:
+        if destination not in self._stubs and not self._learn_address(destination):
             log.warning("no address for node %d; dropping %s", destination, type(message).__name__)
             return
         task = asyncio.get_running_loop().create_task(self._call(destination, message))
@@ -218,7 +220,7 @@ class GrpcTransport:
         so the operator sees why this node moves on. An observer still asking
         around for a leader says nothing: it hears this every election timeout."""
         driver = self.driver
-        if driver is None or (driver.leader_id is None and not driver.config.is_voter):
+        if driver is None or (driver.leader_id is None and not driver.core.is_voter):
             return
         if error not in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER):
             return
@@ -236,6 +238,24 @@ class GrpcTransport:
         """Peers whose last call failed recently, with no answer from them since."""
         horizon = time.monotonic() - UNREACHABLE_FORGET_S
         return {p: u for p, u in self._unreachable.items() if u.last_failure >= horizon}
+
+    def _learn_address(self, peer: int) -> bool:
+        """kraft.version 1: a voter not in controller.quorum.voters is reached at
+        the endpoint the voter set in force gives it (its VotersRecord)."""
+        driver = self.driver
+        if driver is None or not driver.config.kraft_version:
+            return False
+        voter = driver.core.current_voter_set().voter(peer)
+        if voter is None or not voter.endpoints:
+            return False
+        endpoint = voter.endpoints[0]
+        address = f"{endpoint.host}:{endpoint.port}"
+        channel = open_channel(address, self._reconnect_backoff_max_ms, self._tls)
+        self._channels[peer] = channel
+        self._stubs[peer] = pb_grpc.RaftQuorumStub(channel)
+        self._addresses[peer] = address
+        log.info("reaching voter %d at %s (from the voter set in the log)", peer, address)
+        return True
 
     def peer_address(self, peer: int) -> str:
         return self._addresses.get(peer, "")

@@ -29,7 +29,7 @@ from process_logs import watch
 from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
-from quorum.common.meta_properties import random_uuid
+from quorum.common.meta_properties import random_uuid, read_meta_properties
 from quorum.common.tls import TlsSettings
 from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as admin_pb
@@ -120,6 +120,7 @@ class Cluster:
     extra: dict[str, str] = field(default_factory=dict)
     brokers: dict[int, Proc] = field(default_factory=dict)
     client_tls: TlsSettings | None = None  # what the test's own clients present
+    directory_ids: dict[int, str] = field(default_factory=dict)  # kraft.version 1 only
 
     @classmethod
     def create(
@@ -130,7 +131,11 @@ class Cluster:
         extra: Mapping[str, str] | None = None,
         node_extra: Mapping[int, Mapping[str, str]] | None = None,
         hosts: Mapping[int, str] | None = None,
+        kraft_version: int = 0,
     ) -> Cluster:
+        """`kraft_version` 1 (KIP-853): the voters are formatted with
+        `--initial-controllers` (directory ids in `directory_ids`), the observers
+        with `--no-initial-controllers`."""
         cluster_id = random_uuid()  # what `quorumctl storage random-uuid` prints
         cluster = cls(root, cluster_id, extra=dict(extra or {}))
         ids = list(range(1, voters + observers + 1))
@@ -160,7 +165,24 @@ class Cluster:
                 **(node_extra or {}).get(node_id, {}),
             }
             proc.config.write_text(render_properties(props))
-        cluster._format_all([p.config for p in cluster.procs.values()])
+        flags: dict[Path, list[str]] = {}
+        if kraft_version:
+            cluster.directory_ids = {n: random_uuid() for n in ids}
+            initial = ",".join(
+                f"{n}@{cluster.procs[n].address}:{cluster.directory_ids[n]}" for n in voter_ids
+            )
+            for node_id, proc in cluster.procs.items():
+                flags[proc.config] = (
+                    ["--initial-controllers", initial]
+                    if node_id in voter_ids
+                    else ["--no-initial-controllers"]
+                )
+        cluster._format_all([p.config for p in cluster.procs.values()], flags=flags)
+        if kraft_version:  # the observers' directory ids are the ones format chose
+            cluster.directory_ids = {
+                n: read_meta_properties(p.data_dir).directory_id or ""
+                for n, p in cluster.procs.items()
+            }
         return cluster
 
     def format(self, node_id: int, cluster_id: str | None = None) -> None:
@@ -169,14 +191,19 @@ class Cluster:
     def _format(self, config: Path, cluster_id: str | None = None) -> None:
         self._format_all([config], cluster_id)
 
-    def _format_all(self, configs: list[Path], cluster_id: str | None = None) -> None:
+    def _format_all(
+        self,
+        configs: list[Path],
+        cluster_id: str | None = None,
+        flags: Mapping[Path, list[str]] | None = None,
+    ) -> None:
         """`quorumctl storage format` for each, run side by side (each is a
         process start of a second or more on a busy machine)."""
         cluster_id = cluster_id or self.cluster_id
         command = [str(BIN / "quorumctl"), "storage", "format", "--cluster-id", cluster_id]
         running = [
             subprocess.Popen(
-                [*command, "--config", str(config)],
+                [*command, "--config", str(config), *(flags or {}).get(config, [])],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

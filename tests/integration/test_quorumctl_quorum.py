@@ -122,3 +122,24 @@ def test_a_voter_that_never_fetched_shows_minus_one(tmp_path: Path) -> None:
         assert never["LastFetchTimestamp"] == -1 and never["Status"] == "Follower"
     finally:
         c.stop_all()
+
+
+def test_voter_changes_at_kraft_version_0_are_unsupported_and_change_nothing(
+    cluster: Cluster,
+) -> None:
+    """The voters are controller.quorum.voters here (formatted without
+    --initial-controllers): KIP-853's calls answer UNSUPPORTED_VERSION."""
+    before = cluster.wait_for_leader()
+    directory_id = before.directory_id or "2sTtZ9PeQ0iq9ZT0kR2xVw"
+    for args in (
+        ("remove-controller", "--controller-id", "1", "--controller-directory-id", directory_id),
+        (
+            "add-controller", "--controller-id", "7", "--controller-directory-id", directory_id,
+            "--endpoint", f"127.0.0.1:{free_port()}",
+        ),
+    ):  # fmt: skip
+        done = quorumctl("quorum", *args, "--bootstrap-controller", bootstrap(cluster))
+        assert done.returncode == 1 and "UNSUPPORTED_VERSION" in done.stderr, done.stderr
+    after = cluster.wait_for_leader()
+    assert sorted(r.replica_id for r in after.current_voters) == [1, 2, 3]
+    assert after.leader_epoch == before.leader_epoch

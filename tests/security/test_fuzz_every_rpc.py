@@ -70,7 +70,8 @@ SERVICES: dict[str, ServiceDescriptor] = {
 WRITES = {
     "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs",
     "CreateAcls", "DeleteAcls", "ElectLeaders", "AlterPartition", "AllocateProducerIds",
-    "UpdateFeatures", "UnregisterBroker", "RegisterBroker", "BrokerHeartbeat",
+    "UpdateFeatures", "UnregisterBroker", "AddRaftVoter", "RemoveRaftVoter",
+    "RegisterBroker", "BrokerHeartbeat",
     "MetadataFetch", "MetadataFetchStream", "Write", "WriteStream",
 }  # fmt: skip
 
