@@ -71,7 +71,6 @@ class AdminClient:
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
-        self._stubs: dict[tuple[Any, str], Any] = {}
         self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
         self._fetch_stream_address = ""
 
@@ -84,15 +83,6 @@ class AdminClient:
         if address not in self._channels:
             self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
-
-    def _stub(self, stub_type: Any, address: str) -> Any:
-        """One stub per channel and service: a stub builds a callable per method, which
-        a broker forwarding every Kafka admin request should not do per request."""
-        key = (stub_type, address)
-        stub = self._stubs.get(key)
-        if stub is None:
-            stub = self._stubs[key] = stub_type(self._channel(address))
-        return stub
 
     async def admin(
         self,
@@ -122,7 +112,7 @@ class AdminClient:
         tried: list[str] = []
         while time.monotonic() < give_up:
             address = await self._pick()
-            stub = self._stub(stub_type, address)
+            stub = stub_type(self._channel(address))
             try:
                 timeout = max(0.05, min(self.attempt_timeout_s, give_up - time.monotonic()))
                 reply = await getattr(stub, method)(
@@ -220,4 +210,3 @@ class AdminClient:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
-        self._stubs.clear()

@@ -19,7 +19,7 @@ import typing
 import uuid
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields, is_dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from kio.index import load_entity_module
@@ -140,16 +140,14 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
 @dataclass(frozen=True, slots=True)
 class _FieldPlan:
     name: str
+    kafka_type: str | None
     nested: Any  # a nested entity class, or None
     is_tuple: bool
     has_default: bool
-    convert: Any  # the primitive's conversion (Callable[[Any], Any]), or None to keep it
 
 
 @cache
 def _plan(cls: Any) -> tuple[_FieldPlan, ...]:
-    """How `build` fills each field of `cls`: worked out once per class, since it
-    runs for every entry of every response (100 topics of a CreateTopics answer)."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in fields(cls):
@@ -158,10 +156,10 @@ def _plan(cls: Any) -> tuple[_FieldPlan, ...]:
         out.append(
             _FieldPlan(
                 f.name,
+                f.metadata.get("kafka_type"),
                 nested,
                 is_tuple,
                 f.default is not MISSING or f.default_factory is not MISSING,
-                _CONVERSIONS.get(f.metadata.get("kafka_type", "")),
             )
         )
     return tuple(out)
@@ -187,68 +185,41 @@ def build(cls: Any, values: Mapping[str, Any]) -> Any:
     ErrorCode, millisecond ints become timedeltas, topic-id strings UUIDs."""
     kwargs: dict[str, Any] = {}
     for plan in _plan(cls):
-        value = values.get(plan.name, _ABSENT)
-        if value is _ABSENT:
+        if plan.name not in values:
             if not plan.has_default:
                 raise KeyError(f"{cls.__module__}.{cls.__name__} needs {plan.name!r}")
             continue
+        value = values[plan.name]
         if value is None:
             kwargs[plan.name] = None
         elif plan.nested is not None:
-            nested = plan.nested
             if plan.is_tuple:
                 kwargs[plan.name] = tuple(
-                    build(nested, v) if type(v) is dict or not is_dataclass(v) else v for v in value
+                    v if is_dataclass(v) else build(plan.nested, v) for v in value
                 )
-            elif type(value) is dict or not is_dataclass(value):
-                kwargs[plan.name] = build(nested, value)
             else:
-                kwargs[plan.name] = value
+                kwargs[plan.name] = value if is_dataclass(value) else build(plan.nested, value)
         elif plan.is_tuple:
             kwargs[plan.name] = tuple(value)
-        elif plan.convert is not None:
-            kwargs[plan.name] = plan.convert(value)
         else:
-            kwargs[plan.name] = value
+            kwargs[plan.name] = _primitive(plan.kafka_type, value)
     return cls(**kwargs)
 
 
-_ABSENT = object()
-_ERROR_CODES = {int(e): e for e in ErrorCode}
-
-
-def _error_code(value: Any) -> ErrorCode:
-    known = _ERROR_CODES.get(value)
-    return known if known is not None else ErrorCode(int(value))
-
-
-def _millis(value: Any) -> Any:
-    return datetime.timedelta(milliseconds=value) if isinstance(value, int) else value
-
-
-def _timestamp(value: Any) -> Any:
-    if isinstance(value, int):
+def _primitive(kafka_type: str | None, value: Any) -> Any:
+    if kafka_type == "error_code":
+        return ErrorCode(int(value))
+    if kafka_type in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
+        return datetime.timedelta(milliseconds=value)
+    if kafka_type == "datetime_i64" and isinstance(value, int):
         return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.UTC)
+    if kafka_type == "uuid" and isinstance(value, str):
+        return topic_uuid(value)
     return value
 
 
-def _uuid(value: Any) -> Any:
-    return topic_uuid(value) if isinstance(value, str) else value
-
-
-_CONVERSIONS: dict[str, Any] = {
-    "error_code": _error_code,
-    "timedelta_i32": _millis,
-    "timedelta_i64": _millis,
-    "datetime_i64": _timestamp,
-    "uuid": _uuid,
-}
-
-
-@lru_cache(maxsize=1 << 16)
 def topic_uuid(topic_id: str) -> uuid.UUID:
-    """The image's topic id (base64url, 22 characters, as Kafka prints it) as a UUID;
-    cached, as every Metadata answer converts every topic's id again."""
+    """The image's topic id (base64url, 22 characters, as Kafka prints it) as a UUID."""
     return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=="))
 
 

@@ -84,8 +84,6 @@ def kafka_error_named(name: str) -> ErrorCode:
 
 def item_error(error: Any) -> tuple[int, str | None]:
     """A per-item `ApiError` proto as Kafka's (error_code, error_message)."""
-    if not error.error_code:
-        return 0, None
     code = int(kafka_error(error.error_code)) if error.error_code else 0
     return code, (error.message or None) if code else None
 

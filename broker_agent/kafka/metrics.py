@@ -59,26 +59,21 @@ class KafkaRequestMetrics:
         counted.inc()
         timed.observe(seconds)
         for code in _error_codes(response):
-            self.errors.labels(api, ErrorCode(code).name.upper()).inc()
+            if code != ErrorCode.none:
+                self.errors.labels(api, ErrorCode(code).name.upper()).inc()
 
 
-def _error_codes(value: Any) -> list[int]:
-    """Every non-zero error_code in a response mapping, however deep (a loop, not
-    a recursive generator: it walks every entry of every response)."""
-    found: list[int] = []
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if type(item) is dict:
-            for key, inner in item.items():
-                if key == "error_code":
-                    if inner:
-                        found.append(int(inner))
-                elif type(inner) is list or type(inner) is dict:
-                    pending.append(inner)
-        elif type(item) is list:
-            pending.extend(i for i in item if type(i) is dict or type(i) is list)
-    return found
+def _error_codes(value: Any) -> Iterator[int]:
+    """Every error_code in a response mapping, however deep."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "error_code":
+                yield int(item)
+            elif isinstance(item, list | dict):
+                yield from _error_codes(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _error_codes(item)
 
 
 class _ClosedConnections(Collector):
