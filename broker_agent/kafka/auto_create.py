@@ -12,11 +12,11 @@ topic (else TOPIC_AUTHORIZATION_FAILED for that topic). Internal topics
 an invalid name gets INVALID_TOPIC_EXCEPTION from the controller's rules.
 
 The answer waits (bounded: the read fence of `forwarding.py`) until this
-broker's image shows the new topic, so
-the client gets its partitions at once; if the controller cannot be reached in
-time the topic is LEADER_NOT_AVAILABLE, which clients retry, as Kafka answers
-for a topic being created. With auto-creation off, an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION and nothing is created.
+broker's image shows the new topic, so the client gets its partitions at once;
+if the controller cannot be reached in time the topic is LEADER_NOT_AVAILABLE,
+which clients retry, as Kafka answers for a topic being created. With
+auto-creation off, an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and nothing
+is created.
 """
 
 from __future__ import annotations
