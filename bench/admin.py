@@ -6,14 +6,14 @@ uses, without quorumctl's process start), in the same run on the same cluster.
 Three controllers and three brokers on loopback (the integration tests'
 launcher), default settings. Each round creates `--topics` topics of one
 partition and one replica, in CreateTopics requests of `batch` topics, one
-request at a time (each answered once committed; through a broker also once
-that broker's metadata shows it, read-your-writes), then deletes them. Rounds
-alternate between the two paths so the machine's drift hits both alike.
+request at a time (each answered once committed; through a broker, a Metadata
+request right after would wait for that broker's image: the read fence of
+`broker_agent/kafka/forwarding.py`), then deletes them. Rounds alternate
+between the two paths so the machine's drift hits both alike.
 
 With `validate_only` the same requests are validated by the active controller
 and answered without a write: the forwarding hop alone, without the commit and
-without the brokers opening the new partitions' logs (which read-your-writes
-waits for on the Kafka path, and the gRPC path never waits for).
+without the brokers applying the new topics.
 
     .venv/bin/python bench/admin.py [--topics 300 --rounds 3 --batches 1,100]
 

@@ -252,7 +252,9 @@ class AclAdmin:
                 permission_type=int(c.permission_type),
             )
         try:
-            reply = await self.forwarder.write("CreateAcls", request, caller(conn), TIMEOUT_MS)
+            reply = await self.forwarder.write(
+                "CreateAcls", request, caller(conn), TIMEOUT_MS, settle=True
+            )
         except ForwardError as err:
             failed = {"error_code": int(err.error), "error_message": err.message}
             return {"throttle_time": 0, "results": [failed for _ in body.creations]}
@@ -296,7 +298,9 @@ class AclAdmin:
     async def delete_acls(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         request = api.DeleteAclsRequest(filters=[_filter(f) for f in body.filters])
         try:
-            reply = await self.forwarder.write("DeleteAcls", request, caller(conn), TIMEOUT_MS)
+            reply = await self.forwarder.write(
+                "DeleteAcls", request, caller(conn), TIMEOUT_MS, settle=True
+            )
         except ForwardError as err:
             failed = {"error_code": int(err.error), "error_message": err.message,
                       "matching_acls": []}  # fmt: skip

@@ -5,6 +5,12 @@ CreatePartitions, ElectLeaders (`admin_apis.py`), DescribeConfigs,
 IncrementalAlterConfigs, AlterConfigs and the ACL APIs (`admin_configs.py`).
 Answered by this broker: DescribeCluster, DeleteRecords, DescribeLogDirs
 (`local_admin.py`). Metadata gains topic auto-creation (`auto_create.py`).
+
+The APIs in `FENCED` answer from this broker's metadata image, so each first
+waits for the image to show every write this broker has answered (the read
+fence, `forwarding.py`): read-your-writes across the broker's connections.
+The data plane (Produce, Fetch, ListOffsets...) and the group APIs do not wait:
+a client finds a new topic through Metadata, which does.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from broker_agent.kafka import codec
 from broker_agent.kafka.admin_apis import TopicAdmin
 from broker_agent.kafka.admin_configs import AclAdmin, ConfigAdmin
 from broker_agent.kafka.auto_create import AutoCreate, AutoCreateConfig
@@ -28,6 +35,24 @@ if TYPE_CHECKING:
     from broker_agent.kafka.listener import Connection
 
     Handler = Callable[[Any, int, Connection], Awaitable[dict[str, Any] | None]]
+
+
+# The APIs that read this broker's image to answer about what a forwarded write
+# changed: topics and partitions (Metadata, CreatePartitions' numbering of an
+# explicit assignment), brokers (DescribeCluster), configs (AlterConfigs' deletes).
+FENCED = frozenset(
+    {ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER, ApiKey.CREATE_PARTITIONS, ApiKey.ALTER_CONFIGS}
+)
+
+
+def fenced(forwarder: ControllerForwarder, handler: Handler) -> Handler:
+    """`handler`, once this broker's image shows the writes it answered."""
+
+    async def after_fence(body: Any, version: int, conn: Connection) -> dict[str, Any] | None:
+        await forwarder.caught_up(codec.millis(getattr(body, "timeout", 0)))
+        return await handler(body, version, conn)
+
+    return after_fence
 
 
 def install_admin_apis(
@@ -62,5 +87,5 @@ def install_admin_apis(
         ApiKey.DESCRIBE_LOG_DIRS: local.describe_log_dirs,
         ApiKey.METADATA: creating.metadata,
     }
-    apis.add_handlers(handlers)
+    apis.add_handlers({k: fenced(forwarder, h) if k in FENCED else h for k, h in handlers.items()})
     return forwarder

@@ -11,11 +11,12 @@ topic (else TOPIC_AUTHORIZATION_FAILED for that topic). Internal topics
 (`__consumer_offsets`, `__transaction_state`) are never created this way, and
 an invalid name gets INVALID_TOPIC_EXCEPTION from the controller's rules.
 
-The answer waits (bounded) until this broker's image shows the new topic, so
-the client gets its partitions at once; if the controller cannot be reached in
-time the topic is LEADER_NOT_AVAILABLE, which clients retry, as Kafka answers
-for a topic being created. With auto-creation off, an unknown topic is
-UNKNOWN_TOPIC_OR_PARTITION and nothing is created.
+The answer waits (bounded: the read fence of `forwarding.py`) until this
+broker's image shows the new topic, so the client gets its partitions at once;
+if the controller cannot be reached in time the topic is LEADER_NOT_AVAILABLE,
+which clients retry, as Kafka answers for a topic being created. With
+auto-creation off, an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and nothing
+is created.
 """
 
 from __future__ import annotations
@@ -91,7 +92,13 @@ class AutoCreate:
             )
             if missing:
                 outcomes = await asyncio.gather(*(self._create(n, conn) for n in missing))
-                failed = {n: o for n, o in zip(missing, outcomes, strict=True) if o is not None}
+                await self.forwarder.caught_up(AUTO_CREATE_TIMEOUT_MS)  # the image shows them
+                image = self.image()
+                for name, outcome in zip(missing, outcomes, strict=True):
+                    if outcome is not None:
+                        failed[name] = outcome
+                    elif image.topic(name) is None:
+                        failed[name] = (ErrorCode.leader_not_available, None)
         response = await self.answer(body, version, conn)
         if failed:
             for topic in response["topics"]:
@@ -100,7 +107,8 @@ class AutoCreate:
         return response
 
     async def _create(self, name: str, conn: Connection) -> tuple[ErrorCode, str | None] | None:
-        """None once the topic is here; else the error to answer for it."""
+        """None once the topic exists (created now or before); else the error to
+        answer for it."""
         request = api.CreateTopicsRequest()
         item = request.topics.add(name=name)
         item.num_partitions = self.config.num_partitions
@@ -116,6 +124,6 @@ class AutoCreate:
         if code == 0:
             self.created += 1
         if code in (0, int(ErrorCode.topic_already_exists)):
-            return None if self.image().topic(name) else (ErrorCode.leader_not_available, None)
+            return None
         error = ErrorCode(code)
         return (error if error in _PASSED_ON else ErrorCode.leader_not_available), message

@@ -18,9 +18,17 @@ call-level refusal (the gRPC status's `ErrorInfo` reason) map to Kafka's code
 by value or name, with the controller's message.
 
 Read-your-writes: every write's answer carries the metadata offset that shows
-it; `wait_for_offset` holds the Kafka answer until this broker's own image has
-applied that far (bounded by the request's timeout), so a Metadata request to
-the same broker right after a CreateTopics sees the topic.
+it. The write answers as soon as the controller committed it, and that offset
+becomes this broker's *read fence*: a request that answers from this broker's
+image (Metadata, DescribeCluster, the image reads of CreatePartitions and
+AlterConfigs, see `admin_handlers.FENCED`) first waits until the image has
+applied up to the fence, bounded by the write's own timeout. So a Metadata
+request to the same broker right after a CreateTopics sees the topic, on any of
+its connections, while the write itself does not wait for this broker's apply
+(which it did before: 2-3x its latency at batch 100, docs/benchmarks.md). ACL
+writes still wait before answering (`write(..., settle=True)`): the ACLs in the
+image authorize every request on this broker, the data plane included, which
+the fence does not hold back.
 """
 
 from __future__ import annotations
@@ -95,13 +103,16 @@ def deadline_ms(timeout_ms: int) -> int:
 
 
 class ControllerForwarder:
-    """Sends admin requests to the active controller for a client, and waits for
-    this broker's metadata to catch up with what they wrote."""
+    """Sends admin requests to the active controller for a client, and keeps the
+    read fence: what this broker's image must show before it answers a read."""
 
     def __init__(self, client: AdminClient | None, applied_offset: Callable[[], int]) -> None:
         self.client = client
         self.applied_offset = applied_offset
         self.forwarded: dict[str, int] = {}
+        self.fence = 0  # the highest metadata offset a write was answered with
+        self.fence_until = 0.0  # monotonic: readers wait for the fence until then at most
+        self.fenced_reads = 0  # reads that found the image behind the fence and waited
         self._applied = asyncio.Event()
 
     def wake(self) -> None:
@@ -128,9 +139,8 @@ class ControllerForwarder:
             log.info("forwarding %s: %s", method, err)
             raise ForwardError(ErrorCode.request_timed_out, str(err)) from None
 
-    async def wait_for_offset(self, offset: int, timeout_ms: int) -> bool:
-        """Whether this broker's image reached `offset` within the time left."""
-        give_up = time.monotonic() + deadline_ms(timeout_ms) / 1000
+    async def wait_for_offset(self, offset: int, give_up: float) -> bool:
+        """Whether this broker's image reached `offset` by the monotonic `give_up`."""
         while self.applied_offset() < offset:
             left = give_up - time.monotonic()
             if left <= 0:
@@ -139,12 +149,35 @@ class ControllerForwarder:
                 await asyncio.wait_for(self._applied.wait(), min(APPLY_POLL_S, left))
         return True
 
-    async def write(self, method: str, request: Any, caller: Caller, timeout_ms: int) -> Any:
-        """`call`, then wait until this broker's image shows the write."""
-        started = time.monotonic()
+    async def write(
+        self, method: str, request: Any, caller: Caller, timeout_ms: int, settle: bool = False
+    ) -> Any:
+        """`call`, with its metadata offset raised into the read fence; with `settle`,
+        also wait (within the timeout) until this broker's image shows the write."""
+        give_up = time.monotonic() + deadline_ms(timeout_ms) / 1000
         reply = await self.call(method, request, caller, timeout_ms)
-        left = deadline_ms(timeout_ms) - int((time.monotonic() - started) * 1000)
         offset = int(getattr(reply, "metadata_offset", 0))
-        if not await self.wait_for_offset(offset, max(left, 1)):
-            log.info("%s: metadata offset %d not applied in time here", method, offset)
+        if offset > self.applied_offset():
+            self.fence = max(self.fence, offset)
+            self.fence_until = max(self.fence_until, give_up)
+            if settle and not await self.wait_for_offset(offset, give_up):
+                log.info("%s: metadata offset %d not applied in time here", method, offset)
         return reply
+
+    async def caught_up(self, timeout_ms: int = 0) -> bool:
+        """Wait until this broker's image shows every write it answered (the read
+        fence), at most until the fence's write timed out and, with `timeout_ms`,
+        that long; whether it did."""
+        if self.applied_offset() >= self.fence:
+            return True
+        now = time.monotonic()
+        if now >= self.fence_until:
+            return False  # that write's answer is past its timeout: no one waits for it now
+        self.fenced_reads += 1
+        give_up = self.fence_until
+        if timeout_ms > 0:
+            give_up = min(give_up, now + deadline_ms(timeout_ms) / 1000)
+        if await self.wait_for_offset(self.fence, give_up):
+            return True
+        log.info("metadata offset %d (read fence) not applied in time here", self.fence)
+        return False

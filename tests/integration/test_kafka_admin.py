@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
 
@@ -498,3 +499,49 @@ def delete_by_id(cluster: Cluster, name: str) -> None:
         )  # fmt: skip
     (result,) = answer.responses
     assert (result.error_code, result.name) == (0, name)
+
+
+# --------------------------------------------------------- read-your-writes
+
+
+def test_metadata_on_another_connection_right_after_a_write_shows_it(cluster: Cluster) -> None:
+    """The read fence: CreateTopics, CreatePartitions and DeleteTopics answer once
+    committed, and a Metadata request that the same broker receives right after,
+    on another connection, shows the write (the broker waits for its own image)."""
+    from tests.integration.kafka_wire import KafkaSocket, metadata_v12
+
+    def create(names: list[str]) -> dict[str, Any]:
+        topics = [
+            {"name": n, "num_partitions": 3, "replication_factor": 3, "assignments": [],
+             "configs": []}
+            for n in names
+        ]  # fmt: skip
+        return {"topics": topics, "timeout": 15_000, "validate_only": False}
+
+    def grow(name: str, count: int) -> dict[str, Any]:
+        topic = {"name": name, "count": count, "assignments": None}
+        return {"topics": [topic], "timeout": 15_000, "validate_only": False}
+
+    def delete(names: list[str]) -> dict[str, Any]:
+        return {"topics": [{"name": n, "topic_id": None} for n in names], "timeout": 15_000}
+
+    def shown(reader: KafkaSocket, names: list[str]) -> dict[str, tuple[int, int]]:
+        answer = reader.request(3, 12, metadata_v12(names))
+        return {t.name: (t.error_code, len(t.partitions)) for t in answer.topics}
+
+    port = cluster.brokers[102].port
+    with KafkaSocket("127.0.0.1", port) as writer, KafkaSocket("127.0.0.1", port) as reader:
+        for round_ in range(5):
+            names = [f"fenced-{round_}-{i}" for i in range(20)]
+            created = writer.request(19, 7, create(names))
+            assert [t.error_code for t in created.topics] == [0] * len(names)
+            assert shown(reader, names) == {n: (0, 3) for n in names}
+
+            grown = writer.request(37, 3, grow(names[0], 5))
+            assert [r.error_code for r in grown.results] == [0]
+            assert shown(reader, names[:1]) == {names[0]: (0, 5)}
+
+            deleted = writer.request(20, 6, delete(names))
+            assert [r.error_code for r in deleted.responses] == [0] * len(names)
+            unknown = int(ErrorCode.unknown_topic_or_partition)
+            assert shown(reader, names) == {n: (unknown, 0) for n in names}
