@@ -17,7 +17,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from quorum.common.clocks import monotonic_ms
@@ -28,7 +28,6 @@ from quorum.raft.client_api import (
     ProposalFailed,
     ProposalOutcomeUnknown,
     RaftListener,
-    SnapshotRecord,
 )
 from quorum.raft.config import ProposeResult, QuorumStateData, RaftConfig
 from quorum.raft.effects import (
@@ -64,6 +63,7 @@ from quorum.raft.progress import ReplicaProgress
 from quorum.raft.records import Batch, SnapshotId
 from quorum.server.commit_delivery import ListenerContext, deliver_committed
 from quorum.server.commit_waiters import CommitWaiters
+from quorum.server.driver_snapshots import DriverSnapshots
 from quorum.server.driver_stats import DriverStats, LatencyObserver, NoLatencies
 from quorum.server.effect_order import superseded_state_writes
 from quorum.server.flush_scheduler import FlushScheduler
@@ -71,9 +71,7 @@ from quorum.server.held_fetches import HeldFetches, released_fetch_answer
 from quorum.server.local_snapshots import LocalSnapshots
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.refusals import EPOCH_JUMP, RefusedRequests
-from quorum.server.snapshot_transfer import download_snapshot
 from snapshots.api import SnapshotChunk, SnapshotStore
-from snapshots.errors import SnapshotNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +98,7 @@ class AppliedState(Protocol):
     def digest(self) -> str: ...
 
 
-class RaftDriver:
+class RaftDriver(DriverSnapshots):
     def __init__(
         self,
         config: RaftConfig,
@@ -253,39 +251,6 @@ class RaftDriver:
         latest = core.latest_voter_change()
         previous = core.voter_set_at(latest[0]) if latest is not None else None
         return voters | (previous.ids if previous is not None else self.config.voters)
-
-    def latest_snapshot(self) -> SnapshotId | None:
-        return self.snapshots.store.latest() if self.snapshots is not None else None
-
-    def create_snapshot(
-        self, end_offset: int, capture: Callable[[], Iterable[SnapshotRecord]]
-    ) -> Awaitable[bool] | None:
-        loop, snapshots = self._loop, self.snapshots
-        if snapshots is None or loop is None or self._closed or snapshots.running:
-            return None
-        epoch = self.core.log.epoch_at(end_offset - 1)
-        if epoch is None:
-            return None
-        snapshot_id = SnapshotId(end_offset, epoch)
-        with self.poll_idle:
-            records = capture()
-        snapshots.running = True  # until the worker has written it, or failed
-        voters = self.core.voter_set_at(end_offset) if self.config.kraft_version else None
-        written = loop.run_in_executor(None, snapshots.write, snapshot_id, records, voters)
-        task = asyncio.ensure_future(self._snapshot_written(snapshot_id, written))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
-    async def read_snapshot_chunk(
-        self, snapshot_id: SnapshotId, position: int, max_bytes: int
-    ) -> SnapshotChunk:
-        """A piece of a stored snapshot, read in a worker thread (a peer's or a
-        broker's FetchSnapshot). Raises SnapshotNotFoundError, or ValueError for a
-        position past its end."""
-        if self.snapshots is None:
-            raise SnapshotNotFoundError(f"node {self.node_id} keeps no snapshots")
-        return await self.snapshots.read_chunk(snapshot_id, position, max_bytes)
 
     def register(self, listener: RaftListener) -> None:
         """The snapshot the log starts after is loaded into `listener` now (its
@@ -569,57 +534,6 @@ class RaftDriver:
             self.stats.flushes += 1
             self.latencies.flush(time.monotonic() - started)
         self.core.on_flushed(end_offset, flush.generation, self.clock())
-        self._process()
-
-    # ---------------------------------------------------------------- snapshots
-
-    async def _snapshot_written(
-        self, snapshot_id: SnapshotId, written: asyncio.Future[list[SnapshotId]]
-    ) -> bool:
-        assert self._loop is not None
-        try:
-            deleted = await written
-        except Exception as err:  # a failed snapshot costs nothing but log length
-            log.error("snapshot %s failed: %s", snapshot_id, err)
-            return False
-        if self._closed:
-            return False
-        assert self.snapshots is not None
-        self.snapshots.written(snapshot_id)
-        log.info(
-            "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
-        )
-        if deleted:
-            log.info("deleted snapshots beyond retention: %s", deleted)
-        if snapshot_id.end_offset <= self.core.high_watermark:
-            self.core.on_snapshot_taken(snapshot_id)
-            self._process()
-        await self._loop.run_in_executor(None, self.log_store.enforce_retention)
-        return True
-
-    async def _fetch_snapshot(self, leader: int, snapshot_id: SnapshotId) -> None:
-        """Download the leader's snapshot in chunks, install it, tell the core."""
-        assert self._loop is not None
-        snapshots = self.snapshots
-        if snapshots is None:
-            self.core.on_snapshot_failed(self.clock())
-            self._schedule_process()
-            return
-        try:
-            epoch = self.core.epoch
-            await download_snapshot(self.transport, snapshots.store, leader, epoch, snapshot_id)
-            await self._loop.run_in_executor(None, snapshots.install, snapshot_id, self._listeners)
-        except Exception as err:
-            log.warning("fetching snapshot %s from %d failed: %s", snapshot_id, leader, err)
-            if not self._closed:
-                self.core.on_snapshot_failed(self.clock())
-                self._schedule_process()
-            return
-        if self._closed:
-            return
-        log.info("installed snapshot at offset %d from node %d", snapshot_id.end_offset, leader)
-        voters = snapshots.voters(snapshot_id) if self.config.kraft_version else None
-        self.core.on_snapshot_installed(snapshot_id, self.clock(), voters)
         self._process()
 
 
