@@ -24,7 +24,10 @@ the integration tests start one. Then:
   rebalances.
 
     .venv/bin/python bench/groups.py [--members 10,100,500] [--commit-seconds 5]
-        [--connections 16,64] [--commit-groups 1,8] [--no-failover]
+        [--connections 16,64] [--commit-groups 1,8] [--no-failover] [--member-processes N]
+
+With `--member-processes N` (N > 1) only the failover is measured, the members
+spread over N child processes (bench/group_members.py).
 
 One JSON object per measurement on stdout; progress on stderr.
 """
@@ -33,10 +36,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import re
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -255,6 +261,120 @@ async def failover(cluster: Cluster, group: str, consumers: list[Any], members: 
     )
 
 
+class MemberProcess:
+    """One bench/group_members.py child: some of the group's members."""
+
+    def __init__(self, cluster: Cluster, topic: str, group: str, count: int, wait_ms: int) -> None:
+        self.popen = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve().parent / "group_members.py"),
+             "--bootstrap", bootstrap(cluster), "--topic", topic, "--group", group,
+             "--count", str(count), "--fetch-wait-ms", str(wait_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+
+    def ask(self, command: str) -> dict[str, Any]:
+        assert self.popen.stdin is not None and self.popen.stdout is not None
+        self.popen.stdin.write(command + "\n")
+        self.popen.stdin.flush()
+        line = self.popen.stdout.readline()
+        if not line:
+            raise RuntimeError(f"a member process ended (exit {self.popen.poll()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def stop(self) -> None:
+        try:
+            self.ask("stop")
+            self.popen.wait(30)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired):
+            self.popen.kill()
+            self.popen.wait()
+
+
+def settled_lists(assigned: list[list[int]], partitions: int) -> bool:
+    flat = [p for member in assigned for p in member]
+    enough = all(assigned) if partitions >= len(assigned) else True
+    return sorted(flat) == list(range(partitions)) and enough
+
+
+def failover_in_processes(cluster: Cluster, members: int, processes: int) -> None:
+    """The coordinator failover with the members spread over `processes` child
+    processes (bench/group_members.py), aiokafka's default fetch wait: the same
+    measurement as `failover`, read from the children's wall clocks."""
+    topic, group = f"bench-groups-{members}-p{processes}", f"bench-{members}-p{processes}"
+    ctl_json(cluster, "topics", "create", topic, "--partitions", str(members),
+             "--replication-factor", "3")  # fmt: skip
+    wait_for_topic_everywhere(cluster, topic)
+    counts = [members // processes + (i < members % processes) for i in range(processes)]
+    children = [MemberProcess(cluster, topic, group, n, 500) for n in counts]
+    try:
+        for child in children:
+            child.ask("ready")
+
+        def poll() -> list[dict[str, Any]]:
+            return [child.ask("poll") for child in children]
+
+        def whole(answers: list[dict[str, Any]]) -> bool:
+            return settled_lists([m for a in answers for m in a["assigned"]], members)
+
+        deadline = time.time() + 180
+        while not whole(poll()):
+            if time.time() > deadline:
+                raise TimeoutError("no settled assignment")
+            time.sleep(0.05)
+        coordinator = find_coordinator(cluster, group)
+        for child in children:
+            child.ask(f"watch {coordinator}")
+        proc = cluster.brokers[coordinator]
+        assert proc.popen is not None
+        partition = partition_for(group, OFFSETS_PARTITIONS)
+        started = time.time()
+        proc.popen.send_signal(signal.SIGKILL)
+        proc.popen.wait(10)
+        elected = -1.0
+        while time.time() < deadline:
+            leader = -1
+            with contextlib.suppress(OSError):
+                leader = offsets_leader(cluster, partition)
+            if leader >= 0 and leader != coordinator:
+                elected = time.time()
+                break
+            time.sleep(0.02)
+        while time.time() < started + 180:
+            answers = poll()
+            moved = [t for a in answers for t in a["moved"]]
+            if all(t is not None for t in moved) and whole(answers):
+                break
+            time.sleep(0.05)
+        else:
+            raise TimeoutError("members never moved to the new coordinator")
+        done = time.time()
+        after = sorted(t - elected for t in moved)
+        emit(
+            measurement="coordinator_failover_s",
+            members=members,
+            member_processes=processes,
+            seconds=round(done - started, 3),
+            leader_elected_s=round(elected - started, 3),
+            after_election_s=round(done - elected, 3),
+            members_moved_after_election_s={
+                "first": round(after[0], 3),
+                "median": round(after[len(after) // 2], 3),
+                "last": round(after[-1], 3),
+            },
+            load_average=round(os.getloadavg()[0], 1),
+        )
+        cluster.start_brokers(coordinator)
+        cluster.wait_until(
+            lambda: all(r["State"] == "ONLINE" for r in ctl_json(cluster, "brokers", "list")),
+            60,
+            "the killed broker back ONLINE",
+        )
+    finally:
+        for child in children:
+            child.stop()
+
+
 SENTINEL_OFFSET = 0x0123456789ABCDEF
 IDLE_S = 3.0
 
@@ -411,6 +531,12 @@ def main() -> None:
     )
     parser.add_argument("--commit-groups", default="1,8", help="groups of one coordinator")
     parser.add_argument("--no-failover", action="store_true")
+    parser.add_argument(
+        "--member-processes",
+        type=int,
+        default=1,
+        help="over 1: only the failover, members spread over this many processes",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as root:
         say("starting three controllers and three brokers")
@@ -422,6 +548,9 @@ def main() -> None:
                         commits_per_second(cluster, args.commit_seconds, connections, groups)
             for size in (int(s) for s in args.members.split(",") if s):
                 say(f"{size} members")
+                if args.member_processes > 1:
+                    failover_in_processes(cluster, size, args.member_processes)
+                    continue
                 pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen}
                 before = {b: process_cpu_s(pid) for b, pid in pids.items()}
                 asyncio.run(rebalances(cluster, size, kill=not args.no_failover))

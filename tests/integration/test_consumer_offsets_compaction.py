@@ -122,6 +122,18 @@ def committed(cluster: Cluster, broker: int) -> dict[int, int]:
     }
 
 
+def coordinating(cluster: Cluster, broker: int) -> bool:
+    with KafkaSocket("127.0.0.1", cluster.brokers[broker].port, timeout_s=30) as s:
+        answer = s.request(
+            ApiKey.OFFSET_FETCH,
+            7,
+            {"group_id": GROUP, "topics": None, "require_stable": False},
+        )
+    retriable = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress)
+    assert answer.error_code in (ErrorCode.none, *retriable), answer
+    return bool(answer.error_code == ErrorCode.none)
+
+
 def test_offsets_partition_stays_bounded_and_fails_over_compacted(cluster: Cluster) -> None:
     ctl_json(cluster, "topics", "create", TOPIC, "--partitions", str(TOPIC_PARTITIONS),
              "--replication-factor", "1")  # fmt: skip
@@ -169,6 +181,10 @@ def test_offsets_partition_stays_bounded_and_fails_over_compacted(cluster: Clust
         )  # fmt: skip
         new = find_coordinator(cluster, GROUP, via=survivor)
         assert new in live_brokers(cluster)
+        # The survivor's metadata may name the new leader before that broker has
+        # applied it and loaded the group: it answers NOT_COORDINATOR or
+        # COORDINATOR_LOAD_IN_PROGRESS meanwhile, and a client asks again.
+        cluster.wait_until(lambda: coordinating(cluster, new), 30, "the new coordinator serving")
         assert committed(cluster, new) == dict.fromkeys(range(TOPIC_PARTITIONS), ROUNDS)
     finally:
         cluster.start_brokers(coordinator)
