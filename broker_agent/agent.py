@@ -114,6 +114,8 @@ class BrokerAgent:
         )
         self.incarnation_id = random_uuid()
         self.state: State = OFFLINE
+        # Called with each new state (the Kafka listener starts serving at the first ONLINE).
+        self.state_listeners: list[Callable[[State], None]] = []
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
         self._last_ok = time.monotonic()
@@ -157,6 +159,8 @@ class BrokerAgent:
             self.state = state
             if kind:
                 self._event(kind)
+            for listener in self.state_listeners:
+                listener(state)
 
     def _event(self, kind: str, **fields: object) -> None:
         """A lifecycle event for the analytics (see `broker_agent/apply_trace.py`)."""

@@ -8,18 +8,21 @@ the agent's admin client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
+from typing import Any
 
-from broker_agent.agent import BrokerAgent
+from broker_agent.agent import ONLINE, BrokerAgent
 from broker_agent.config import BrokerConfig, KafkaTls
 from broker_agent.groups.coordinator import GroupCoordinator, OffsetsTopicConfig
 from broker_agent.groups.group import GroupConfig
+from broker_agent.kafka import codec
 from broker_agent.kafka.admin_handlers import install_admin_apis
 from broker_agent.kafka.apis import KafkaApis
 from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.auto_create import AutoCreateConfig
-from broker_agent.kafka.listener import KafkaListener
+from broker_agent.kafka.listener import Connection, KafkaListener
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient
@@ -77,12 +80,27 @@ class KafkaServer:
             ),
         )
         agent.stats.on_apply_lag.append(lambda _lag_ms: self.forwarder.wake())
+        # As Kafka's broker enables request processing only once it is first
+        # unfenced: before that its metadata may be the cache of before a restart,
+        # and a client told a stale leader may keep asking it (aiokafka's
+        # ListOffsets does not refresh on NOT_LEADER_OR_FOLLOWER). The port is
+        # bound at once; requests wait.
+        self.serving = asyncio.Event()
+        if agent.state == ONLINE:
+            self.serving.set()
+        agent.state_listeners.append(lambda state: self.serving.set() if state == ONLINE else None)
+
+        async def handle(request: codec.DecodedRequest, conn: Connection) -> Any | None:
+            if not self.serving.is_set():
+                await self.serving.wait()
+            return await self.apis.handle(request, conn)
+
         self.listeners = [
             KafkaListener(
                 name,
                 endpoint.host,
                 endpoint.port,
-                self.apis.handle,
+                handle,
                 config.socket_request_max_bytes,
                 max_idle_ms=config.connections_max_idle_ms,
             )
