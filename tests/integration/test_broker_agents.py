@@ -379,13 +379,7 @@ def test_the_fetch_stream_answers_each_request_in_order_and_refuses_with_the_sam
     """MetadataFetchStream: one call, one answer per request in order; a refusal
     ends the call with the unary call's error code; a standby says NOT_CONTROLLER."""
     epoch = brokers_view(cluster)[11].broker_epoch
-    view = cluster.wait_for_leader()
-    for i in range(10):  # a snapshot may have moved the log start near the end
-        if view.high_watermark - view.log_start_offset >= 3:
-            break
-        create_topic(cluster, f"fetch-stream-filler-{i}", 1, 1)
-        view = cluster.wait_for_leader()
-    assert view.high_watermark - view.log_start_offset >= 3, view
+    view = records_past_the_log_start(cluster, 3, "fetch-stream-filler")
     active = cluster.procs[view.leader_id].address
     standby = next(p.address for i, p in cluster.procs.items() if i != view.leader_id)
     start, hw = view.log_start_offset, view.high_watermark
@@ -443,13 +437,25 @@ def snapshot_moved_the_log_start(
     raise AssertionError(f"30 topics committed and the log start is not past {past}")
 
 
+def records_past_the_log_start(cluster: Cluster, count: int, prefix: str) -> Any:
+    """The leader's view once at least `count` committed records lie between the
+    log start and the HW: a snapshot taken for another test of the module may
+    have moved the log start up to the end (twice seen in clean-clone runs)."""
+    for i in range(10):
+        wait_until_quiet(cluster)
+        view = cluster.wait_for_leader()
+        if view.high_watermark - view.log_start_offset >= count:
+            return view
+        create_topic(cluster, f"{prefix}-{i}", 1, 1)
+    raise AssertionError(f"fewer than {count} records past the log start: {view}")
+
+
 def test_a_caught_up_fetch_returns_on_the_next_commit_never_past_the_watermark(
     cluster: Cluster,
 ) -> None:
     snapshot_moved_the_log_start(cluster)  # a fetch below it must be told to load one
-    wait_until_quiet(cluster)
     epoch = brokers_view(cluster)[11].broker_epoch
-    view = cluster.wait_for_leader()
+    view = records_past_the_log_start(cluster, 3, "caught-up-filler")
     hw, start = view.high_watermark, view.log_start_offset
     below = fetch(cluster, broker_id=11, broker_epoch=epoch, fetch_offset=start - 1)
     assert below.HasField("load_snapshot") and not below.batches
