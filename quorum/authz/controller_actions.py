@@ -19,8 +19,8 @@ the topics the caller may not DESCRIBE, as Kafka's Metadata answer does.
   AddRaftVoter, RemoveRaftVoter: ALTER
   on CLUSTER. DescribeAcls, DescribeQuorum: DESCRIBE on CLUSTER.
 - AlterPartition, AllocateProducerIds, the broker calls (RegisterBroker,
-  BrokerHeartbeat, MetadataFetch, FetchMetadataSnapshot), the Raft calls and
-  QuorumLog writes: CLUSTER_ACTION on CLUSTER.
+  BrokerHeartbeat, MetadataFetch, FetchMetadataSnapshot), the Raft calls,
+  UpdateRaftVoter and QuorumLog writes: CLUSTER_ACTION on CLUSTER.
 - ListTopics, DescribeTopics without names, DescribeCluster: nothing (the first
   two are filtered).
 """
@@ -77,6 +77,7 @@ _RULES: dict[str, Callable[[Any, TopicNameOf], list[Requirement]] | Operation | 
     "UnregisterBrokerRequest": Operation.ALTER,
     "AddRaftVoterRequest": Operation.ALTER,
     "RemoveRaftVoterRequest": Operation.ALTER,
+    "UpdateRaftVoterRequest": Operation.CLUSTER_ACTION,
     "DescribeAclsRequest": Operation.DESCRIBE,
     "DescribeQuorumRequest": Operation.DESCRIBE,
     "AlterPartitionRequest": Operation.CLUSTER_ACTION,

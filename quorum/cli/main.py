@@ -28,6 +28,7 @@ from quorum.cli.quorum_membership import add_controller, remove_controller
 from quorum.cli.shell import metadata_group
 from quorum.cli.snapshot_cmds import snapshot_group
 from quorum.cli.storage import storage
+from quorum.cli.storage_recovery import force_standalone
 from quorum.cli.topics import topics_group
 from quorum.common.version import DISTRIBUTION, product_version
 
@@ -59,6 +60,7 @@ def cli() -> None:
 
 
 cli.add_command(storage)
+assert storage.commands["force-standalone"] is force_standalone  # registered on import
 cli.add_command(quorum_group)
 assert quorum_group.commands["add-controller"] is add_controller  # registered on import
 assert quorum_group.commands["remove-controller"] is remove_controller

@@ -39,6 +39,10 @@ class RaftConfig:
     # set for good; 1 takes the voter set from the newest VotersRecord in the
     # log (KIP-853, `quorum/raft/voters.py`), `voters` only until there is one.
     kraft_version: int = 0
+    # This node's meta.properties `directory.id` (KIP-858): with kraft.version 1
+    # it is a voter only if the voter set names this id with this directory (a
+    # replaced disk has a new one, and counts as an observer until added).
+    directory_id: str = ""
 
     @property
     def is_voter(self) -> bool:

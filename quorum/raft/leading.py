@@ -100,13 +100,13 @@ class Leading(NodeBase):
             self._send_begin_quorum_epoch(state, now)
         if now - state.became_leader_at >= self.config.fetch_timeout_ms:
             horizon = now - self.config.fetch_timeout_ms
-            live = state.live_voters(self._voters, horizon, counting_self=self.is_voter)
+            live = state.live_voters(self._counted_voters(state), horizon, self.is_voter)
             if live < majority_size(len(self._voters)):
                 self._resign(state, now)
 
     def _resign(self, state: LeaderState, now: int) -> None:
         """Step down and name successors, most caught-up first (EndQuorumEpoch)."""
-        successors = state.successors(self._voters)
+        successors = state.successors(self._counted_voters(state))
         epoch = state.epoch
         resigned = ResignedState(epoch, self._me, self._me, now + self._election_timeout())
         self._transition(Trigger.RESIGN, resigned, now)
@@ -122,13 +122,23 @@ class Leading(NodeBase):
         no longer counts itself."""
         state = self._leader_state()
         offsets = [self.flushed_end] if self.is_voter else []
-        offsets.extend(p.end_offset for v, p in state.progress.items() if v in self._voters)
+        counted = self._counted_voters(state)
+        offsets.extend(p.end_offset for v, p in state.progress.items() if v in counted)
         candidate = majority_offset(offsets, len(self._voters))
         # Only once our own LeaderChange record is committed (KIP-595).
         if candidate > state.epoch_start_offset and candidate > self.high_watermark:
             self._set_high_watermark(candidate)
             self._answer_parked(now, only_with_news=True)
             self._maybe_resign_removed(state, now)
+
+    def _counted_voters(self, state: LeaderState) -> frozenset[int]:
+        """The voters whose progress counts: a replica fetching under a voter's id
+        from another directory (a replaced disk) is an observer (KIP-853)."""
+        return frozenset(
+            v
+            for v in self._voters
+            if (p := state.progress.get(v)) is None or self.is_voter_key(v, p.directory_id)
+        )
 
     def _maybe_resign_removed(self, state: LeaderState, now: int) -> None:
         """A leader removed from the voters keeps leading until the change that
@@ -160,8 +170,11 @@ class Leading(NodeBase):
             self._reject_fetch(source, req)
             return
         progress = state.progress.get(source)
-        if progress is None:
-            progress = state.progress[source] = ReplicaProgress()  # an observer
+        directory = req.replica_directory_id
+        if progress is None or (directory and progress.directory_id != directory):
+            # An observer, or the replica's id on another disk: what the old
+            # directory acknowledged says nothing about the new one.
+            progress = state.progress[source] = ReplicaProgress(directory_id=directory)
         diverged = check_fetch_position(self.log, req, state.epoch, self._me, self.high_watermark)
         if diverged is not None:
             self._effects.append(SendMessage(source, diverged))
@@ -171,7 +184,7 @@ class Leading(NodeBase):
         progress.end_offset = max(progress.end_offset, req.fetch_offset)
         if req.fetch_offset >= self.log.end_offset:
             progress.last_caught_up_ms = now
-        if source in self._voters:
+        if self.is_voter_key(source, progress.directory_id):
             self._maybe_advance_high_watermark(now)
         wait = self.config.fetch_max_wait_ms
         if self.high_watermark > req.known_high_watermark:

@@ -1,4 +1,5 @@
-"""Changing the voters (KIP-853's AddRaftVoter and RemoveRaftVoter, the leader's side).
+"""Changing the voters (KIP-853's AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter,
+the leader's side).
 
 The leader checks a change against the rules in `quorum/raft/voters.py` and
 appends it as a VotersRecord control batch of its own; from then on every part
@@ -44,6 +45,8 @@ class Membership(Leading):
             )
         progress = state.progress.get(voter.voter_id)
         caught_up_at = progress.last_caught_up_ms if progress is not None else None
+        if progress is not None and progress.directory_id not in ("", voter.directory_id):
+            caught_up_at = None  # the fetches came from another directory of that id
         if caught_up_at is None or now - caught_up_at >= self.config.fetch_timeout_ms:
             raise VoterChangeRefused(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -72,6 +75,32 @@ class Membership(Leading):
                 ErrorCode.INVALID_REQUEST, f"voter {voter_id} is the last voter: nobody would lead"
             )
         return self._append_voters_record(state, current.without_voter(voter_id), now)
+
+    def update_voter(self, voter: Voter, now: int) -> ProposeResult | None:
+        """A voter's new endpoints or supported kraft.version range (KIP-853's
+        UpdateRaftVoter, sent by the voter itself): the same voter id and
+        directory, the rest replaced. None when nothing would change. Raises
+        NotLeaderError or VoterChangeRefused."""
+        state = self._leader_for_voter_change()
+        current = self.current_voter_set()
+        old = current.voter(voter.voter_id)
+        if old is None or old.directory_id != voter.directory_id:
+            raise VoterChangeRefused(
+                ErrorCode.VOTER_NOT_FOUND,
+                f"replica {voter.voter_id} (directory {voter.directory_id}) is not a voter "
+                f"(voters {sorted(current.ids)}): only a voter may update itself",
+            )
+        version = self.config.kraft_version
+        if not voter.min_kraft_version <= version <= voter.max_kraft_version:
+            raise VoterChangeRefused(
+                ErrorCode.INVALID_REQUEST,
+                f"voter {voter.voter_id} supports kraft.version {voter.min_kraft_version}-"
+                f"{voter.max_kraft_version}, not the finalized {version}",
+            )
+        if old == voter:
+            return None
+        updated = current.without_voter(voter.voter_id).with_voter(voter)
+        return self._append_voters_record(state, updated, now)
 
     def current_voter_set(self) -> VoterSet:
         """The newest voter set in the log, or the static voters while there is none."""

@@ -33,6 +33,7 @@ class ErrorCode(Enum):
     INVALID_RECORD = 87
     REQUEST_TIMED_OUT = 7
     UNSUPPORTED_VERSION = 35
+    INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
 
@@ -100,6 +101,9 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     known_high_watermark: int
+    # KIP-853: the fetching replica's directory id ("" unknown); a voter's fetch
+    # counts only from the directory the voter set names.
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

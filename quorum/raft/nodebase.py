@@ -56,6 +56,7 @@ class NodeBase:
         # The voter set in force: the static one, or with kraft.version 1 the
         # newest VotersRecord in the log (`_refresh_voters`).
         self._voters = config.voters
+        self._voter_directories: dict[int, str] = {}  # id -> directory (kraft.version 1)
         self._dynamic_voters = config.kraft_version >= KRAFT_VERSION_DYNAMIC
         self._voter_history = VoterSetHistory()
         if self._dynamic_voters:
@@ -100,7 +101,17 @@ class NodeBase:
 
     @property
     def is_voter(self) -> bool:
-        return self._me in self._voters
+        return self.is_voter_key(self._me, self.config.directory_id)
+
+    def is_voter_key(self, replica_id: int, directory_id: str) -> bool:
+        """Whether replica `replica_id` on directory `directory_id` is a voter of
+        the set in force (KIP-853's ReplicaKey): with kraft.version 1 the directory
+        must be the one the voter set names, when both are known; a replaced disk
+        is not the voter its id once was."""
+        if replica_id not in self._voters:
+            return False
+        named = self._voter_directories.get(replica_id, "")
+        return not named or not directory_id or named == directory_id
 
     @property
     def may_campaign(self) -> bool:
@@ -109,15 +120,19 @@ class NodeBase:
         there. It may be the only one holding that change (the removing leader),
         so the quorum may need it to lead until the change commits; it counts
         only the votes of its newest set, itself not included."""
-        if self._me in self._voters:
+        if self.is_voter:
             return True
-        if not self._dynamic_voters:
+        if not self._dynamic_voters or self._me in self._voters:
             return False
         latest = self._voter_history.latest()
         if latest is None or latest[0] < self.high_watermark:
             return False
         previous = self._voter_history.before(latest[0])
-        return self._me in (previous[1].ids if previous is not None else self.config.voters)
+        if previous is None:
+            return self._me in self.config.voters
+        me = previous[1].voter(self._me)
+        mine = self.config.directory_id
+        return me is not None and (not me.directory_id or not mine or me.directory_id == mine)
 
     # ------------------------------------------------------------ voter set
 
@@ -159,6 +174,9 @@ class NodeBase:
     def _refresh_voters(self) -> None:
         latest = self._voter_history.latest()
         self._voters = latest[1].ids if latest is not None else self.config.voters
+        self._voter_directories = (
+            {v.voter_id: v.directory_id for v in latest[1].voters} if latest is not None else {}
+        )
 
     def voter_set_at(self, end_offset: int) -> VoterSet | None:
         """The voter set of the records below `end_offset` (what a snapshot ending

@@ -15,6 +15,7 @@ class ReplicaProgress:
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None
     fetched_this_epoch: bool = False
+    directory_id: str = ""  # of the replica whose fetches these are (KIP-853)
 
 
 @dataclass(slots=True)

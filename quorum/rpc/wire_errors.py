@@ -33,6 +33,7 @@ STATUS_FOR: dict[ErrorCode, grpc.StatusCode] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: grpc.StatusCode.UNAVAILABLE,
     ErrorCode.NOT_LEADER_OR_FOLLOWER: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.INCONSISTENT_VOTER_SET: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INVALID_VOTER_KEY: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.INVALID_RECORD: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorCode.BROKER_NOT_AVAILABLE: grpc.StatusCode.UNAVAILABLE,

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import grpc
 
 from quorum.authz.controller_actions import filters_topics
+from quorum.common.tls import principal_of
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.controller import CommitTimeout, QuorumController
 from quorum.controller.write_queue import NotController
@@ -55,7 +56,7 @@ class ControllerCalls:
         access: AccessControl | None = None,
     ) -> None:
         self.controller = controller
-        self.addresses = dict(addresses)
+        self.addresses = addresses  # live: a VoterAddresses follows the voter set
         self.access = access or open_access()
 
     async def check(self, context: Any, cluster_id: str) -> None:
@@ -177,6 +178,11 @@ class AdminServicer(api_grpc.AdminServicer):
     async def RemoveRaftVoter(self, request: api.RemoveRaftVoterRequest, context: Any) -> Any:
         return await self._serve(context, request, self._voter_change("remove"))
 
+    async def UpdateRaftVoter(self, request: api.UpdateRaftVoterRequest, context: Any) -> Any:
+        principal = principal_of(context)
+        update = self._voter_change("update")
+        return await self._serve(context, request, lambda r: update((r, principal)))
+
     def _voter_change(self, kind: str) -> Callable[[Any], Any]:
         changes = self._voter_changes
         if changes is None:
@@ -185,6 +191,8 @@ class AdminServicer(api_grpc.AdminServicer):
                 raise ControllerError(ApiError.UNSUPPORTED_VERSION, "no voter changes here")
 
             return unsupported
+        if kind == "update":
+            return lambda args: changes.update(*args)
         return changes.add if kind == "add" else changes.remove
 
     # ------------------------------------------------------------------- reads

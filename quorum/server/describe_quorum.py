@@ -28,11 +28,12 @@ def describe_quorum(
     voters = driver.core.voters
     voter_set = driver.core.current_voter_set() if driver.config.kraft_version else None
     if voter_set is not None:
-        # kraft.version 1: a voter added at runtime is reached where its record says.
+        # kraft.version 1: a voter is reached where its record says (added or moved
+        # at runtime: AddRaftVoter, UpdateRaftVoter).
         addresses = dict(addresses)
         for voter in voter_set.voters:
             for endpoint in voter.endpoints[:1]:
-                addresses.setdefault(voter.voter_id, f"{endpoint.host}:{endpoint.port}")
+                addresses[voter.voter_id] = f"{endpoint.host}:{endpoint.port}"
 
     def directory_of(replica: int) -> str:
         voter = voter_set.voter(replica) if voter_set is not None else None
@@ -49,6 +50,7 @@ def describe_quorum(
         role=driver.role.value,
         log_start_offset=driver.log_start_offset,
         log_end_offset=driver.log_end_offset,
+        log_end_epoch=driver.log_end_epoch,
         leader_address=addresses.get(driver.leader_id, "") if driver.leader_id is not None else "",
     )
     transport = driver.transport
@@ -77,14 +79,30 @@ def describe_quorum(
             directory_id=directory_of(driver.config.node_id),
         )
         (out.current_voters if driver.config.node_id in voters else out.observers).append(me)
+        shown = {driver.config.node_id}
         for replica, progress in sorted(driver.replica_progress().items()):
+            # A replica fetching under a voter's id from another directory (a
+            # replaced disk) is an observer until it is added (KIP-853).
+            voter = replica in voters and driver.core.is_voter_key(replica, progress.directory_id)
             state = pb.ReplicaState(
                 replica_id=replica,
                 log_end_offset=progress.end_offset,
                 last_fetch_timestamp_ms=wall(progress.last_fetch_ms),
                 last_caught_up_timestamp_ms=wall(progress.last_caught_up_ms),
                 address=addresses.get(replica, ""),
-                directory_id=directory_of(replica),
+                directory_id=directory_of(replica) if voter else progress.directory_id,
             )
-            (out.current_voters if replica in voters else out.observers).append(state)
+            (out.current_voters if voter else out.observers).append(state)
+            shown |= {replica} if voter else set()
+        for replica in sorted(set(voters) - shown):  # a voter not heard from its directory
+            out.current_voters.append(
+                pb.ReplicaState(
+                    replica_id=replica,
+                    log_end_offset=-1,
+                    last_fetch_timestamp_ms=-1,
+                    last_caught_up_timestamp_ms=-1,
+                    address=addresses.get(replica, ""),
+                    directory_id=directory_of(replica),
+                )
+            )
     return out

@@ -348,14 +348,19 @@ class RaftDriver(DriverSnapshots):
         self._schedule_process()
         return await future
 
-    async def change_voters(self, change: Callable[[int], ProposeResult]) -> ProposeResult:
-        """Run a voter change of the core (`add_voter`, `remove_voter`, given the
-        time); returns once its VotersRecord is committed. Raises what the core
-        raises (NotLeaderError, VoterChangeRefused), changing nothing then."""
+    async def change_voters(
+        self, change: Callable[[int], ProposeResult | None]
+    ) -> ProposeResult | None:
+        """Run a voter change of the core (`add_voter`, `remove_voter`,
+        `update_voter`, given the time); returns once its VotersRecord is
+        committed (None at once when there was nothing to change). Raises what
+        the core raises (NotLeaderError, VoterChangeRefused), changing nothing then."""
         if self._loop is None or self._closed:
             raise RuntimeError("driver not running")
         with self.poll_idle:
             result = change(self.clock())
+        if result is None:
+            return None
         future: asyncio.Future[ProposeResult] = self._loop.create_future()
         self._waiters.add(result, future)
         self._schedule_process()

@@ -50,6 +50,7 @@ from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
+from quorum.server.leader_hint import VoterAddresses
 from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
@@ -107,6 +108,7 @@ class ControllerProcess:
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
                 max_epoch_jump=config.max_epoch_jump,
                 kraft_version=read_kraft_version(config.metadata_log_dir),
+                directory_id=directory_id,
             )
             peers = {node: endpoint.address() for node, endpoint in config.voters.items()}
             self.node = QuorumNode(
@@ -226,12 +228,16 @@ class ControllerProcess:
         )
         return add_servicers(
             server,
-            ControllerCalls(self.controller, addresses, self.access),
+            ControllerCalls(self.controller, VoterAddresses(addresses, driver), self.access),
             lambda include_digest: describe_quorum(
                 driver, addresses, include_digest, self.directory_id
             ),
             driver.read_snapshot_chunk,
-            VoterChanges(driver, self.config.request_timeout_ms / 1000 * 5),
+            VoterChanges(
+                driver,
+                self.config.request_timeout_ms / 1000 * 5,
+                voter_identity(self.config.voters, self.config.voter_principals, self.config.tls),
+            ),
         )
 
     def _storage_failed(self, reason: str) -> None:

@@ -34,6 +34,7 @@ from quorum.server.raft_servicer import RaftQuorumServicer
 from quorum.server.standard_services_access import AuthorizeStandardServices
 from quorum.server.transport import GrpcTransport
 from quorum.server.voter_identity import VoterIdentity
+from quorum.server.voter_updates import VoterUpdates
 from snapshots.api import SnapshotStore
 
 SERVICES = tuple(
@@ -113,13 +114,16 @@ class QuorumNode:
         self.driver.on_role_change.append(self._update_health)
         self.port = listen_on(self.server, listen, tls)
         self._health_tasks: set[asyncio.Task[None]] = set()
+        self.voter_updates = VoterUpdates(self.driver, self.transport, listen, cluster_id, tls)
 
     async def start(self) -> None:
         await self._set_health(False)
         await self.server.start()
         self.driver.start()
+        self.voter_updates.start()
 
     async def stop(self, resign: bool = True) -> None:
+        await self.voter_updates.stop()
         await self.driver.stop(resign=resign)
         await stop_server(self.server, 0.2)
         await self.transport.close()

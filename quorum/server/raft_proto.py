@@ -106,6 +106,7 @@ def to_proto(message: Message, cluster_id: str) -> object:
                 fetch_offset=message.fetch_offset,
                 last_fetched_epoch=message.last_fetched_epoch,
                 known_high_watermark=message.known_high_watermark,
+                replica_directory_id=message.replica_directory_id,
             )
         case FetchResponse():
             out = pb.FetchResponse(
@@ -172,6 +173,7 @@ def from_proto(message: object) -> Message:
                 message.fetch_offset,
                 message.last_fetched_epoch,
                 message.known_high_watermark,
+                message.replica_directory_id,
             )
         case pb.FetchResponse():
             diverging = (

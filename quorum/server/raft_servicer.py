@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
+from quorum.common.meta_properties import directory_id_problem
 from quorum.common.tls import peer_host, principal_of
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb
@@ -69,8 +70,10 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     def _hint(self) -> dict[str, str]:
         return leader_hint(self._driver, self._addresses, self._driver.leader_id)
 
-    async def _reject(self, context: Any, error: ErrorCode, message: str) -> Any:
-        await context.abort_with_status(rich_status(error, message, self._hint()))
+    async def _reject(
+        self, context: Any, error: ErrorCode, message: str, answer: Any = None
+    ) -> Any:
+        await context.abort_with_status(rich_status(error, message, self._hint(), answer))
 
     async def _check(
         self,
@@ -100,11 +103,27 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 ErrorCode.INCONSISTENT_VOTER_SET,
                 f"node {sender} is not a voter of this quorum "
                 f"(voters {sorted(self._driver.core.voters)})",
+                self._vote_refusal(request, ErrorCode.INCONSISTENT_VOTER_SET),
             )
         if sender is not None:
             await self._check_identity(context, sender, request)
         if self._driver.closed:
             await self._reject(context, ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+
+    def _vote_refusal(self, request: Any, error: ErrorCode) -> pb.VoteResponse | None:
+        """A refused Vote still tells its sender the epoch and leader (as every
+        Kafka Raft response does): a controller whose disk was replaced, or that
+        a voter change left out, thinks itself a voter until it has fetched the
+        voter set, and learns here whom to fetch it from."""
+        if not isinstance(request, pb.VoteRequest):
+            return None
+        return pb.VoteResponse(
+            error_code=error.value,
+            epoch=self._driver.epoch,
+            vote_granted=False,
+            leader_id=wire_leader(self._driver.leader_id),
+            pre_vote=request.pre_vote,
+        )
 
     async def _check_identity(self, context: Any, claimed: int, request: Any) -> None:
         """Under mTLS, refuse a request whose claimed voter is not its certificate."""
@@ -139,6 +158,17 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
             {"candidate_id": request.candidate_id, "last_offset": request.last_offset},
         )
         await self._check(context, request.cluster_id, problems, request.candidate_id, request)
+        expected = request.voter_directory_id
+        if expected and self._directory_id and expected != self._directory_id:
+            # KIP-853: the candidate asks the voter on another disk; this one
+            # (a replaced disk, its vote record lost with the old) must not vote.
+            await self._reject(
+                context,
+                ErrorCode.INVALID_VOTER_KEY,
+                f"the vote is for voter {self._driver.node_id} on directory {expected[:40]!r}; "
+                f"this node's directory is {self._directory_id}",
+                self._vote_refusal(request, ErrorCode.INVALID_VOTER_KEY),
+            )
         msg = from_proto(request)
         return await self._answer(context, request.candidate_id, msg, CALL_TIMEOUT_S)  # type: ignore[no-any-return]
 
@@ -183,6 +213,10 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
                 "known_high_watermark": request.known_high_watermark,
             },
         )
+        if request.replica_directory_id and (
+            problem := directory_id_problem(request.replica_directory_id)
+        ):
+            problems.append(f"replica_directory_id: {problem}")
         await self._check(context, request.cluster_id, problems, request=request)
         if request.replica_id in self._driver.core.voters:
             await self._check_identity(context, request.replica_id, request)

@@ -136,6 +136,7 @@ class GrpcTransport:
         return self._cluster_id
 
     def send_request(self, destination: int, message: Message) -> None:
+        self._follow_voter_set(destination)
         if destination not in self._stubs and not self._learn_address(destination):
             log.warning("no address for node %d; dropping %s", destination, type(message).__name__)
             return
@@ -146,6 +147,7 @@ class GrpcTransport:
     async def _call(self, destination: int, message: Message) -> None:
         stub = self._stubs[destination]
         wire = to_proto(message, self._cluster_id)
+        self._stamp_directory_ids(destination, wire)
         try:
             match message:
                 case FetchRequest():
@@ -238,6 +240,42 @@ class GrpcTransport:
         """Peers whose last call failed recently, with no answer from them since."""
         horizon = time.monotonic() - UNREACHABLE_FORGET_S
         return {p: u for p, u in self._unreachable.items() if u.last_failure >= horizon}
+
+    def _stamp_directory_ids(self, destination: int, wire: Any) -> None:
+        """KIP-853's replica keys: a fetch says which directory it comes from, a
+        vote request which directory the voter set names for its receiver."""
+        driver = self.driver
+        if driver is None or not driver.config.kraft_version:
+            return
+        if isinstance(wire, pb.FetchRequest):
+            wire.replica_directory_id = driver.core.config.directory_id
+        elif isinstance(wire, pb.VoteRequest):
+            voter = driver.core.current_voter_set().voter(destination)
+            wire.voter_directory_id = voter.directory_id if voter is not None else ""
+
+    def _follow_voter_set(self, peer: int) -> None:
+        """kraft.version 1: a voter whose endpoint in the voter set in force moved
+        (UpdateRaftVoter) is reached at the new one from now on."""
+        driver = self.driver
+        if driver is None or not driver.config.kraft_version or peer not in self._addresses:
+            return
+        voter = driver.core.current_voter_set().voter(peer)
+        if voter is None or not voter.endpoints:
+            return
+        endpoint = voter.endpoints[0]
+        if f"{endpoint.host}:{endpoint.port}" == self._addresses[peer]:
+            return
+        call = self._fetch_calls.pop(peer, None)
+        if call is not None:
+            call.cancel()
+        self._fetching.discard(peer)
+        old = self._channels.pop(peer, None)
+        self._stubs.pop(peer, None)
+        self._learn_address(peer)
+        if old is not None:
+            task = asyncio.get_running_loop().create_task(old.close())
+            self._tasks.add(task)  # type: ignore[arg-type]
+            task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
 
     def _learn_address(self, peer: int) -> bool:
         """kraft.version 1: a voter not in controller.quorum.voters is reached at

@@ -70,7 +70,7 @@ SERVICES: dict[str, ServiceDescriptor] = {
 WRITES = {
     "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs",
     "CreateAcls", "DeleteAcls", "ElectLeaders", "AlterPartition", "AllocateProducerIds",
-    "UpdateFeatures", "UnregisterBroker", "AddRaftVoter", "RemoveRaftVoter",
+    "UpdateFeatures", "UnregisterBroker", "AddRaftVoter", "RemoveRaftVoter", "UpdateRaftVoter",
     "RegisterBroker", "BrokerHeartbeat",
     "MetadataFetch", "MetadataFetchStream", "Write", "WriteStream",
 }  # fmt: skip

@@ -1,14 +1,18 @@
-"""The not-leader hint names node 0 (a valid id); only an unknown leader is -1."""
+"""The not-leader hint names node 0 (a valid id); only an unknown leader is -1;
+with kraft.version 1 the address is the voter set's (a voter moved at runtime)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
-from quorum.server.leader_hint import leader_hint
+from quorum.raft.voters import Endpoint, Voter, VoterSet
+from quorum.server.leader_hint import VoterAddresses, leader_hint
 
 
 class View:
     epoch = 7
+    config = SimpleNamespace(kraft_version=0)
 
 
 def test_node_zero_is_named_as_the_leader() -> None:
@@ -20,3 +24,14 @@ def test_node_zero_is_named_as_the_leader() -> None:
 def test_an_unknown_leader_is_minus_one() -> None:
     view: Any = View()
     assert leader_hint(view, {0: "127.0.0.1:9093"}, None) == {"epoch": "7", "leader_id": "-1"}
+
+
+def test_the_voter_set_names_where_a_voter_listens_now() -> None:
+    moved = VoterSet((Voter(0, "d0", (Endpoint("CONTROLLER", "10.0.0.9", 9999),)), Voter(1, "d1")))
+    view: Any = View()
+    view.config = SimpleNamespace(kraft_version=1)
+    view.core = SimpleNamespace(current_voter_set=lambda: moved)
+    static = {0: "127.0.0.1:9093", 1: "127.0.0.1:9094"}
+    assert leader_hint(view, static, 0)["leader_address"] == "10.0.0.9:9999"
+    assert leader_hint(view, static, 1)["leader_address"] == "127.0.0.1:9094"
+    assert dict(VoterAddresses(static, view)) == {0: "10.0.0.9:9999", 1: "127.0.0.1:9094"}
