@@ -150,7 +150,7 @@ def force_standalone(
         me = Voter(
             meta.node_id,
             meta.directory_id,
-            (Endpoint(CONTROLLER_LISTENER, config.listener.host, config.listener.port),),
+            (Endpoint(CONTROLLER_LISTENER, config.advertised.host, config.advertised.port),),
         )
         if local.voters is not None and local.voters.voters == (me,):
             click.echo(f"controller {meta.node_id} is already the only voter; nothing to do")

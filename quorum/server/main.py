@@ -129,6 +129,7 @@ class ControllerProcess:
                 identity=voter_identity(config.voters, config.voter_principals, config.tls),
                 snapshot_retain_count=config.snapshot_retain_count,
                 applied_state=self.image,
+                advertised=config.advertised.address(),
             )
             self.node.driver.poll_idle = PollIdleRatio(
                 config.metrics_sample_window_ms / 1000, config.metrics_num_samples

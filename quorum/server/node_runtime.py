@@ -64,6 +64,7 @@ class QuorumNode:
         identity: VoterIdentity | None = None,
         snapshot_retain_count: int = 2,
         applied_state: AppliedState | None = None,
+        advertised: str | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
         majority = len(config.voters) // 2 + 1
@@ -114,7 +115,9 @@ class QuorumNode:
         self.driver.on_role_change.append(self._update_health)
         self.port = listen_on(self.server, listen, tls)
         self._health_tasks: set[asyncio.Task[None]] = set()
-        self.voter_updates = VoterUpdates(self.driver, self.transport, listen, cluster_id, tls)
+        self.voter_updates = VoterUpdates(
+            self.driver, self.transport, advertised or listen, cluster_id, tls
+        )
 
     async def start(self) -> None:
         await self._set_health(False)

@@ -5,7 +5,8 @@ A controller restarted with a new listener (another address or port) is still
 the voter its id and directory id name, but the other voters would go on
 calling the old endpoint the VotersRecord holds. So, with kraft.version 1, a
 voter that follows a leader and finds its entry differs from what it runs with
-(its CONTROLLER listener, the kraft.version range it supports) asks the leader
+(its advertised CONTROLLER address, its entry in controller.quorum.voters or
+else its listener; the kraft.version range it supports) asks the leader
 to write the new entry; a leader whose own entry is stale writes it directly.
 It asks again every election timeout until the entry matches, and logs each
 refusal once (a change pending elsewhere is REQUEST_TIMED_OUT and passes).
@@ -32,6 +33,7 @@ from quorum.server.transport import GrpcTransport
 log = logging.getLogger(__name__)
 
 LISTENER_NAME = "CONTROLLER"
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
 
 
 class VoterUpdates:
@@ -39,7 +41,7 @@ class VoterUpdates:
         self,
         driver: RaftDriver,
         transport: GrpcTransport,
-        listen: str,
+        advertised: str,
         cluster_id: str,
         tls: TlsSettings | None = None,
     ) -> None:
@@ -47,12 +49,16 @@ class VoterUpdates:
         self._transport = transport
         self._cluster_id = cluster_id
         self._tls = tls
-        host, _, port = listen.rpartition(":")
+        host, _, port = advertised.rpartition(":")
         self._endpoint = Endpoint(LISTENER_NAME, host.strip("[]"), int(port))
         self._task: asyncio.Task[None] | None = None
         self._last_problem = ""
 
     def start(self) -> None:
+        if self._endpoint.host in WILDCARD_HOSTS:
+            # Peers cannot dial a wildcard: only an address named for this node
+            # (its entry in controller.quorum.voters) may replace its entry.
+            return
         if self._driver.config.kraft_version >= KRAFT_VERSION_DYNAMIC:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
