@@ -201,17 +201,21 @@ def test_a_voter_on_a_new_listener_updates_its_entry(cluster: Cluster) -> None:
     with Writer(c) as writer:
         writer.wait_for_more(0)
         stop(c, moved)
-        # Its own config names the new listener (in controller.quorum.voters
-        # too, which at kraft.version 1 only says where to find the others);
-        # the other controllers' files still name the old one.
-        props = read_properties(proc.config)
+        # Its config names the new listener, in controller.quorum.voters too
+        # (at kraft.version 1 only where a controller with no voter set yet
+        # looks for the others): the operator edits every file, but the other
+        # controllers keep running with the old address until the voter set
+        # tells them.
         old = proc.address
         proc.port = free_port()
-        props["listeners"] = f"CONTROLLER://{proc.address}"
-        props["controller.quorum.voters"] = props["controller.quorum.voters"].replace(
-            f"{moved}@{old}", f"{moved}@{proc.address}"
-        )
-        proc.config.write_text(render_properties(props))
+        for node, other in c.procs.items():
+            props = read_properties(other.config)
+            if node == moved:
+                props["listeners"] = f"CONTROLLER://{proc.address}"
+            props["controller.quorum.voters"] = props["controller.quorum.voters"].replace(
+                f"{moved}@{old}", f"{moved}@{proc.address}"
+            )
+            other.config.write_text(render_properties(props))
         c.start(moved)
 
         def endpoint() -> str:
@@ -310,6 +314,8 @@ def test_losing_two_of_three_disks_for_good_and_recovering_with_force_standalone
         code, out = force_standalone(c, survivor)
         assert code == 0, out
         assert "WARNING" in out and "only voter" in out, out
+        code, out = force_standalone(c, survivor)
+        assert code == 0 and "already the only voter; nothing to do" in out, out
         for node in lost:
             replace_disk(c, node)
         c.start(survivor)
@@ -374,15 +380,14 @@ def test_force_standalone_refuses_while_a_quorum_lives_or_a_newer_log_answers(
     assert healthy(c) == before
 
 
-def test_force_standalone_refuses_a_running_node_and_kraft_version_0(tmp_path: Path) -> None:
+def test_force_standalone_refuses_a_running_node_and_kraft_version_0(
+    cluster: Cluster, tmp_path: Path
+) -> None:
     """The directory lock tells a running controller; a static quorum has no
-    voter set in its log to rewrite; a node already alone has nothing to do."""
-    with running_cluster(tmp_path / "dynamic", voters=1, kraft_version=1) as c:
-        code, out = force_standalone(c, 1)
-        assert code != 0 and "stop the controller first" in out, out
-        stop(c, 1)
-        code, out = force_standalone(c, 1)
-        assert code == 0 and "already the only voter" in out, out
-    static = Cluster.create(tmp_path / "static", voters=1)
+    voter set in its log to rewrite."""
+    running = next(iter(cluster.procs))
+    code, out = force_standalone(cluster, running)
+    assert code != 0 and "stop the controller first" in out, out
+    static = Cluster.create(tmp_path, voters=1)
     code, out = force_standalone(static, 1)
     assert code != 0 and "kraft.version 0" in out, out
