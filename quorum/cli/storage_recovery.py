@@ -156,7 +156,8 @@ def force_standalone(
             click.echo(f"controller {meta.node_id} is already the only voter; nothing to do")
             return
         answers = asyncio.run(_ask_peers(_peers(config, local, bootstrap), meta.cluster_id))
-        click.echo(_report(meta.node_id, local, answers, output))
+        if output != "json":
+            click.echo(_report(meta.node_id, local, answers))
         _refuse_if_unsafe(local, answers)
         if not force:
             _confirm(meta.node_id, local)
@@ -179,6 +180,17 @@ def force_standalone(
         "Epoch": epoch,
         "VotersRecordOffset": local.end_offset,
         "Result": "standalone",
+        "Controllers": [
+            {
+                "NodeId": a.node_id,
+                "Address": a.address,
+                "Answered": a.reached,
+                "Role": a.role or a.problem,
+                "LogEndEpoch": a.log_end_epoch,
+                "LogEndOffset": a.log_end_offset,
+            }
+            for a in answers
+        ],
     }
     if output == "json":
         click.echo(render_json(summary))
@@ -271,7 +283,7 @@ async def _ask(client: QuorumClient, address: str, node_id: int) -> PeerAnswer:
     )
 
 
-def _report(node_id: int, local: LocalLog, answers: list[PeerAnswer], output: str) -> str:
+def _report(node_id: int, local: LocalLog, answers: list[PeerAnswer]) -> str:
     rows: list[list[object]] = [
         [node_id, "(this node, stopped)", "-", "-", local.last_epoch, local.end_offset]
     ]
@@ -281,8 +293,6 @@ def _report(node_id: int, local: LocalLog, answers: list[PeerAnswer], output: st
             rows.append([a.node_id, a.address, a.role, leader, a.log_end_epoch, a.log_end_offset])
         else:
             rows.append([a.node_id, a.address, a.problem, "-", "-", "-"])
-    if output == "json":
-        return ""
     headers = ["NodeId", "Address", "Role", "Leader", "LogEndEpoch", "LogEndOffset"]
     return render_table(headers, rows)
 
