@@ -47,8 +47,15 @@ def env_of(c: Doc) -> dict[str, Any]:
 def node_ids(statefulset: Doc) -> list[int]:
     """node.id of each pod: the init script's NODE_ID_BASE + the pod ordinal."""
     init = container(statefulset, "format", init=True)
-    assert 'echo "node.id=$((NODE_ID_BASE + ordinal))"' in init["args"][0]
-    assert 'ordinal="${POD_NAME##*-}"' in init["args"][0]
+    if "args" in init:  # the brokers' inline script
+        assert 'echo "node.id=$((NODE_ID_BASE + ordinal))"' in init["args"][0]
+        script = init["args"][0]
+    else:  # the controllers' script from the ConfigMap (files/controller_format.sh)
+        assert init["command"][-1] == "/etc/kraft-quorum/controller_format.sh"
+        script = (CHART / "files" / "controller_format.sh").read_text()
+        assert "node_id=$((NODE_ID_BASE + ordinal))" in script
+        assert script.count('echo "node.id=$node_id"') == 3  # every branch
+    assert 'ordinal="${POD_NAME##*-}"' in script
     base = int(env_of(init)["NODE_ID_BASE"])
     return [base + ordinal for ordinal in range(statefulset["spec"]["replicas"])]
 
@@ -156,9 +163,14 @@ def test_cluster_id_reaches_the_format_step(default_docs: list[Doc]) -> None:
         init = container(one(default_docs, "StatefulSet", name(role)), "format", init=True)
         ref = env_of(init)["CLUSTER_ID"]["secretKeyRef"]
         assert ref == {"name": secret["metadata"]["name"], "key": "cluster.id"}
+        script = (
+            init["args"][0]
+            if "args" in init
+            else (CHART / "files" / "controller_format.sh").read_text()
+        )
         assert (
             'quorumctl storage format --ignore-formatted --cluster-id "$CLUSTER_ID" '
-            '--config "$config"' in init["args"][0]
+            '--config "$config"' in script
         )
 
 

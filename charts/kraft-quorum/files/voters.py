@@ -1,0 +1,159 @@
+"""The chart's voter-change Jobs: make the quorum's voter set (KIP-853) the
+controller pods the release has, one `quorumctl quorum` change at a time.
+
+    voters.py remove    --voters 1@HOST:PORT,...   (pre-upgrade)
+    voters.py reconcile --voters 1@HOST:PORT,...   (post-install, post-upgrade)
+
+`--voters` is every controller pod of the release as rendered (node id and
+endpoint). `remove` takes voters that are not among them out of the set
+(`remove-controller`), before a scale-down stops their pods, so the quorum
+never counts a stopped voter. `reconcile` does that too, then for each pod:
+- its own directory id (asked of it) is the voter's: nothing to do;
+- it is not a voter (a scale-up): `add-controller` once it has caught up;
+- its directory id differs from the voter's (its volume was lost, and it was
+  formatted again as an observer): `remove-controller` of the old entry, then
+  `add-controller` of the new one.
+`add-controller` answers REQUEST_TIMED_OUT while the observer has not caught
+up (or another change is committing): asked again until the deadline. Each
+change is printed with the command that made it. Exit 1 when the deadline
+passes first; the Job's backoffLimit runs it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+DEADLINE_S = float(os.environ.get("VOTERS_DEADLINE_S", "540"))
+PAUSE_S = 2.0
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    voters = {}
+    for entry in filter(None, text.split(",")):
+        node, _, endpoint = entry.partition("@")
+        voters[int(node)] = endpoint
+    return voters
+
+
+def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["quorumctl", "quorum", *args, "--timeout", "30"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+
+
+def current_voters(deadline: float) -> dict[int, str]:
+    """node id -> directory id of the voter set in force, from the active controller."""
+    while True:
+        done = quorumctl("describe", "--replication", "--output", "json")
+        if done.returncode == 0:
+            rows = json.loads(done.stdout)
+            return {
+                int(r["NodeId"]): str(r["DirectoryId"])
+                for r in rows
+                if r["Status"] in ("Leader", "Follower")
+            }
+        check(deadline, f"no active controller answered: {done.stderr.strip()}")
+        time.sleep(PAUSE_S)
+
+
+def own_directory_id(endpoint: str, deadline: float) -> str:
+    """The directory id in the pod's own meta.properties, asked of it (DescribeQuorum)."""
+    from quorum.client import QuorumClient
+    from quorum.common.tls import client_tls
+
+    tls = client_tls(
+        os.environ.get("QUORUMCTL_SSL_CA_LOCATION"),
+        os.environ.get("QUORUMCTL_SSL_CERTIFICATE_LOCATION"),
+        os.environ.get("QUORUMCTL_SSL_KEY_LOCATION"),
+    )
+
+    async def ask() -> str:
+        client = QuorumClient([endpoint], "", tls=tls)
+        try:
+            reply = await client.describe_quorum(address=endpoint, timeout_s=5)
+            return str(reply.directory_id)
+        finally:
+            await client.close()
+
+    while True:
+        try:
+            directory_id = asyncio.run(ask())
+        except Exception as err:  # not started yet: its pod may still be scheduled
+            check(deadline, f"controller at {endpoint} does not answer: {err}")
+            time.sleep(PAUSE_S)
+            continue
+        if directory_id:
+            return directory_id
+        check(deadline, f"controller at {endpoint} has no directory id (kraft.version 0?)")
+        time.sleep(PAUSE_S)
+
+
+def change(deadline: float, *args: str) -> None:
+    """One membership change, asked again while the quorum answers REQUEST_TIMED_OUT."""
+    command = " ".join(["quorumctl", "quorum", *args])
+    while True:
+        done = quorumctl(*args)
+        if done.returncode == 0:
+            say(f"{command}: {done.stdout.strip()}")
+            return
+        out = (done.stdout + done.stderr).strip()
+        if "REQUEST_TIMED_OUT" not in out and "no active controller" not in out:
+            raise SystemExit(f"{command} failed: {out}")
+        check(deadline, f"{command}: {out}")
+        time.sleep(PAUSE_S)
+
+
+def remove(node: int, directory_id: str, deadline: float) -> None:
+    change(
+        deadline, "remove-controller", "--controller-id", str(node),
+        "--controller-directory-id", directory_id,
+    )  # fmt: skip
+
+
+def check(deadline: float, what: str) -> None:
+    if time.monotonic() > deadline:
+        raise SystemExit(f"gave up after {DEADLINE_S:.0f}s: {what}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("phase", choices=["remove", "reconcile"])
+    parser.add_argument("--voters", required=True)
+    args = parser.parse_args()
+    wanted = parse_voters(args.voters)
+    deadline = time.monotonic() + DEADLINE_S
+    voters = current_voters(deadline)
+    say(f"voters in force: {sorted(voters)}; controller pods: {sorted(wanted)}")
+    for node in sorted(set(voters) - set(wanted), reverse=True):
+        remove(node, voters[node], deadline)
+    if args.phase == "remove":
+        return 0
+    for node, endpoint in sorted(wanted.items()):
+        directory_id = own_directory_id(endpoint, deadline)
+        old = current_voters(deadline).get(node)
+        if old == directory_id:
+            continue
+        if old is not None:
+            say(f"controller {node} has a new directory ({old} -> {directory_id}): replacing it")
+            remove(node, old, deadline)
+        change(
+            deadline, "add-controller", "--controller-id", str(node),
+            "--controller-directory-id", directory_id, "--endpoint", endpoint,
+        )  # fmt: skip
+    say(f"voters in force: {sorted(current_voters(deadline))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
