@@ -30,7 +30,7 @@ import sys
 import time
 
 DEADLINE_S = float(os.environ.get("VOTERS_DEADLINE_S", "540"))
-PAUSE_S = 2.0
+PAUSE_S = float(os.environ.get("VOTERS_PAUSE_S", "2"))
 
 
 def say(text: str) -> None:
