@@ -10,9 +10,11 @@
 #   an observer: a controller added by a scale-up, or one whose volume was lost
 #   (the new directory id tells it from the voter it replaces). Its volume keeps
 #   a marker, so it runs as an observer (process.roles=broker, not in its own
-#   controller.quorum.voters) on every start; the voter-change Job adds it to
-#   the voter set, after removing the old entry of a replaced one. Once added it
-#   votes as the voter set in its log says, whatever process.roles says.
+#   controller.quorum.voters) on every start. Before its first start it removes
+#   the voter entry of the volume it replaces, if any (voters.py retire; no
+#   active controller: this script fails and runs again); the voter-change Job
+#   then adds it. Once added it votes as the voter set in its log says,
+#   whatever process.roles says.
 # kraft.version 0 (a release of an older chart): static voters, formatted as before.
 set -eu
 ordinal="${POD_NAME##*-}"
@@ -21,6 +23,7 @@ base=/etc/kraft-quorum/controller.properties
 config=/var/run/kraft-quorum/controller.properties
 bootstrap=/etc/kraft-quorum-bootstrap/initial-controllers
 observer=/var/lib/kraft-quorum/observer
+retired=/var/lib/kraft-quorum/observer-retired
 meta=/var/lib/kraft-quorum/metadata/meta.properties
 
 if [ "${KRAFT_VERSION:-0}" = 0 ]; then
@@ -33,6 +36,7 @@ if [ -s "$bootstrap" ]; then
   initial="$(cat "$bootstrap")"
 fi
 if [ ! -e "$meta" ]; then
+  rm -f "$retired"
   case ",$initial," in
     *",$node_id@"*) rm -f "$observer" ;;
     *) : > "$observer" ;;
@@ -65,4 +69,11 @@ elif [ -e "$observer" ]; then
 else
   quorumctl storage format --initial-controllers "$initial" --cluster-id "$CLUSTER_ID" \
     --config "$config"
+fi
+
+if [ -e "$observer" ] && [ ! -e "$retired" ]; then
+  directory_id="$(sed -n 's/^directory\.id=//p' "$meta")"
+  VOTERS_DEADLINE_S=120 python3 /etc/kraft-quorum/voters.py retire --node-id "$node_id" \
+    --directory-id "$directory_id"
+  : > "$retired"
 fi

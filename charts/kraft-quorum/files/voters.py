@@ -1,8 +1,9 @@
 """The chart's voter-change Jobs: make the quorum's voter set (KIP-853) the
 controller pods the release has, one `quorumctl quorum` change at a time.
 
-    voters.py remove    --voters 1@HOST:PORT,...   (pre-upgrade)
-    voters.py reconcile --voters 1@HOST:PORT,...   (post-install, post-upgrade)
+    voters.py remove    --voters 1@HOST:PORT,...   (pre-upgrade Job)
+    voters.py reconcile --voters 1@HOST:PORT,...   (post-install, post-upgrade Job)
+    voters.py retire --node-id N --directory-id D  (a new observer's init container)
 
 `--voters` is every controller pod of the release as rendered (node id and
 endpoint). `remove` takes voters that are not among them out of the set
@@ -13,6 +14,14 @@ never counts a stopped voter. `reconcile` does that too, then for each pod:
 - its directory id differs from the voter's (its volume was lost, and it was
   formatted again as an observer): `remove-controller` of the old entry, then
   `add-controller` of the new one.
+`retire` runs in the init container of a controller that formatted an empty
+volume as an observer, before its process starts: a voter entry with its node
+id and another directory id is the volume it replaces, and is removed first,
+so the new process never reads that entry as its own (the leader matches a
+fetching replica to a voter by node id alone) and never votes with an empty
+quorum-state under it. Without an active controller it fails, and the kubelet
+runs the init container again.
+
 `add-controller` answers REQUEST_TIMED_OUT while the observer has not caught
 up (or another change is committing): asked again until the deadline. Each
 change is printed with the command that made it. Exit 1 when the deadline
@@ -128,11 +137,23 @@ def check(deadline: float, what: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("phase", choices=["remove", "reconcile"])
-    parser.add_argument("--voters", required=True)
+    parser.add_argument("phase", choices=["remove", "reconcile", "retire"])
+    parser.add_argument("--voters", default="")
+    parser.add_argument("--node-id", type=int, default=None)
+    parser.add_argument("--directory-id", default="")
     args = parser.parse_args()
-    wanted = parse_voters(args.voters)
     deadline = time.monotonic() + DEADLINE_S
+    if args.phase == "retire":
+        if args.node_id is None or not args.directory_id:
+            parser.error("retire needs --node-id and --directory-id")
+        old = current_voters(deadline).get(args.node_id)
+        if old is not None and old != args.directory_id:
+            say(f"controller {args.node_id} has a new directory ({old} -> {args.directory_id}):")
+            remove(args.node_id, old, deadline)
+        return 0
+    if not args.voters:
+        parser.error(f"{args.phase} needs --voters")
+    wanted = parse_voters(args.voters)
     voters = current_voters(deadline)
     say(f"voters in force: {sorted(voters)}; controller pods: {sorted(wanted)}")
     for node in sorted(set(voters) - set(wanted), reverse=True):
