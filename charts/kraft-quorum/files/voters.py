@@ -1,5 +1,7 @@
 """The chart's voter-change Jobs: make the quorum's voter set (KIP-853) the
-controller pods the release has, one `quorumctl quorum` change at a time.
+controller pods the release has, one `quorumctl quorum` change at a time (the
+voter set and each pod's directory id are read with DescribeQuorum in process,
+as `quorumctl quorum describe --replication` reads them).
 
     voters.py remove    --voters 1@HOST:PORT,...   (pre-upgrade Job)
     voters.py reconcile --voters 1@HOST:PORT,...   (post-install, post-upgrade Job)
@@ -32,11 +34,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 DEADLINE_S = float(os.environ.get("VOTERS_DEADLINE_S", "540"))
 PAUSE_S = float(os.environ.get("VOTERS_PAUSE_S", "2"))
@@ -61,43 +63,48 @@ def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def current_voters(deadline: float) -> dict[int, str]:
-    """node id -> directory id of the voter set in force, from the active controller."""
-    while True:
-        done = quorumctl("describe", "--replication", "--output", "json")
-        if done.returncode == 0:
-            rows = json.loads(done.stdout)
-            return {
-                int(r["NodeId"]): str(r["DirectoryId"])
-                for r in rows
-                if r["Status"] in ("Leader", "Follower")
-            }
-        check(deadline, f"no active controller answered: {done.stderr.strip()}")
-        time.sleep(PAUSE_S)
-
-
-def own_directory_id(endpoint: str, deadline: float) -> str:
-    """The directory id in the pod's own meta.properties, asked of it (DescribeQuorum)."""
-    from quorum.client import QuorumClient
+def tls() -> Any:
     from quorum.common.tls import client_tls
 
-    tls = client_tls(
+    return client_tls(
         os.environ.get("QUORUMCTL_SSL_CA_LOCATION"),
         os.environ.get("QUORUMCTL_SSL_CERTIFICATE_LOCATION"),
         os.environ.get("QUORUMCTL_SSL_KEY_LOCATION"),
     )
 
-    async def ask() -> str:
-        client = QuorumClient([endpoint], "", tls=tls)
+
+def describe(addresses: list[str], address: str | None = None) -> Any:
+    """DescribeQuorum: the active controller's view, or the node at `address`'s own."""
+    from quorum.client import QuorumClient
+
+    async def ask() -> Any:
+        client = QuorumClient(addresses, "", tls=tls())
         try:
-            reply = await client.describe_quorum(address=endpoint, timeout_s=5)
-            return str(reply.directory_id)
+            return await client.describe_quorum(address=address, timeout_s=5)
         finally:
             await client.close()
 
+    return asyncio.run(ask())
+
+
+def current_voters(deadline: float) -> dict[int, str]:
+    """node id -> directory id of the voter set in force, from the active controller
+    (what `quorumctl quorum describe --replication` lists)."""
+    bootstrap = [a for a in os.environ.get("QUORUMCTL_BOOTSTRAP", "").split(",") if a]
     while True:
         try:
-            directory_id = asyncio.run(ask())
+            reply = describe(bootstrap)
+            return {v.replica_id: v.directory_id for v in reply.current_voters}
+        except Exception as err:
+            check(deadline, f"no active controller answered: {err}")
+        time.sleep(PAUSE_S)
+
+
+def own_directory_id(endpoint: str, deadline: float) -> str:
+    """The directory id in the pod's own meta.properties, asked of it (DescribeQuorum)."""
+    while True:
+        try:
+            directory_id = str(describe([endpoint], endpoint).directory_id)
         except Exception as err:  # not started yet: its pod may still be scheduled
             check(deadline, f"controller at {endpoint} does not answer: {err}")
             time.sleep(PAUSE_S)
@@ -108,25 +115,32 @@ def own_directory_id(endpoint: str, deadline: float) -> str:
         time.sleep(PAUSE_S)
 
 
-def change(deadline: float, *args: str) -> None:
-    """One membership change, asked again while the quorum answers REQUEST_TIMED_OUT."""
+def change(deadline: float, *args: str, done_after_retry: str = "") -> None:
+    """One membership change, asked again while the quorum answers REQUEST_TIMED_OUT
+    (or no active controller). `done_after_retry`: the error that, after a retry,
+    says an earlier attempt was made after all (its answer lost in a leader change)."""
     command = " ".join(["quorumctl", "quorum", *args])
+    retried = False
     while True:
         done = quorumctl(*args)
         if done.returncode == 0:
             say(f"{command}: {done.stdout.strip()}")
             return
         out = (done.stdout + done.stderr).strip()
+        if retried and done_after_retry and done_after_retry in out:
+            say(f"{command}: made by an earlier attempt ({done_after_retry} now)")
+            return
         if "REQUEST_TIMED_OUT" not in out and "no active controller" not in out:
             raise SystemExit(f"{command} failed: {out}")
         check(deadline, f"{command}: {out}")
+        retried = True
         time.sleep(PAUSE_S)
 
 
 def remove(node: int, directory_id: str, deadline: float) -> None:
     change(
         deadline, "remove-controller", "--controller-id", str(node),
-        "--controller-directory-id", directory_id,
+        "--controller-directory-id", directory_id, done_after_retry="VOTER_NOT_FOUND",
     )  # fmt: skip
 
 
@@ -160,9 +174,11 @@ def main() -> int:
         remove(node, voters[node], deadline)
     if args.phase == "remove":
         return 0
+    for node in set(voters) - set(wanted):
+        del voters[node]
     for node, endpoint in sorted(wanted.items()):
         directory_id = own_directory_id(endpoint, deadline)
-        old = current_voters(deadline).get(node)
+        old = voters.get(node)
         if old == directory_id:
             continue
         if old is not None:
@@ -171,8 +187,10 @@ def main() -> int:
         change(
             deadline, "add-controller", "--controller-id", str(node),
             "--controller-directory-id", directory_id, "--endpoint", endpoint,
+            done_after_retry="DUPLICATE_VOTER",
         )  # fmt: skip
-    say(f"voters in force: {sorted(current_voters(deadline))}")
+        voters[node] = directory_id
+    say(f"voters now: {sorted(voters)}")
     return 0
 
 
