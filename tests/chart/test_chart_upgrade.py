@@ -86,16 +86,32 @@ def test_scaling_controllers_renders_the_voter_change_jobs(
     voters = properties(config_map(docs)["controller.properties"])["controller.quorum.voters"]
     assert [e.partition("@")[0] for e in voters.split(",")] == ["1", "2", "3"]
     assert not [d for d in docs if d["metadata"]["name"] == f"{name('bootstrap')}"]
+    # Growing or the same size: no pre-upgrade Job (it would hold every upgrade up
+    # while the quorum has no leader); the post-upgrade Job gets every pod.
     found = jobs(docs)
-    assert set(found) == {name("voters-remove"), name("voters-reconcile")}
-    hooks = {n: j["metadata"]["annotations"]["helm.sh/hook"] for n, j in found.items()}
-    assert hooks == {
-        name("voters-remove"): "pre-upgrade",
-        name("voters-reconcile"): "post-install,post-upgrade",
-    }
-    for job in found.values():
-        ids = [v.partition("@")[0] for v in job_voters(job)]
-        assert ids == [str(n) for n in range(1, replicas + 1)]
+    assert set(found) == {name("voters-reconcile")}
+    job = found[name("voters-reconcile")]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+    ids = [v.partition("@")[0] for v in job_voters(job)]
+    assert ids == [str(n) for n in range(1, replicas + 1)]
+
+
+def test_shrinking_renders_the_pre_upgrade_removal(tmp_path: Path) -> None:
+    docs = render({"controllers": {"replicas": 5}})
+    with kube_api(NAMESPACE) as api:
+        api.put(one(docs, "StatefulSet", name("controller")))
+        env = {"KUBECONFIG": str(api.kubeconfig(tmp_path))}
+        result = upgrade({"controllers": {"replicas": 3}}, env)
+        assert result.returncode == 0, result.stderr
+        found = jobs([d for d in yaml.safe_load_all(result.stdout) if d])
+        assert found[name("voters-remove")]["metadata"]["annotations"]["helm.sh/hook"] == (
+            "pre-upgrade"
+        )
+        for job in found.values():
+            assert [v.partition("@")[0] for v in job_voters(job)] == ["1", "2", "3"]
+        off = upgrade({"controllers": {"replicas": 3}, "voterChanges": {"enabled": False}}, env)
+        assert off.returncode == 0, off.stderr
+        assert not jobs([d for d in yaml.safe_load_all(off.stdout) if d])
 
 
 def test_changing_the_node_id_base_is_refused(
