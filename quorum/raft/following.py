@@ -8,7 +8,13 @@ follow the same loop and, with no leader, ask a voter who leads.
 
 from __future__ import annotations
 
-from quorum.raft.effects import AppendBatches, FetchSnapshot, SendMessage, TruncateLog
+from quorum.raft.effects import (
+    AppendBatches,
+    FetchSnapshot,
+    RequestRefused,
+    SendMessage,
+    TruncateLog,
+)
 from quorum.raft.fetching import truncation_offset
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse
 from quorum.raft.nodebase import NodeBase
@@ -22,6 +28,9 @@ from quorum.raft.states import (
     UnattachedState,
 )
 from quorum.raft.transitions import Trigger
+from quorum.raft.voters import malformed_voters_record
+
+MALFORMED_RECORD = "malformed_record"
 
 
 class Following(NodeBase):
@@ -57,6 +66,12 @@ class Following(NodeBase):
             self._leader_resigned(state, now)
             return
         if resp.error is not ErrorCode.NONE:
+            return
+        malformed = malformed_voters_record(resp.batches)
+        if malformed is not None:
+            # Refused whole and logged; the fetch stays "out", so it is asked
+            # again after the request timeout rather than at once in a loop.
+            self._effects.append(RequestRefused(source, "Fetch", malformed, kind=MALFORMED_RECORD))
             return
         state.fetch_sent_at = None
         state.last_leader_contact = now

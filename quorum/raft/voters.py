@@ -26,6 +26,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from quorum.raft.messages import ErrorCode
+from quorum.raft.records import Batch
 
 VOTERS_MAGIC = b"VR1"
 """Payload prefix of a VotersRecord (inside a control batch only)."""
@@ -118,11 +119,28 @@ def decode_voters(payload: bytes) -> VoterSet:
             )
             for item in body
         )
-    except (KeyError, TypeError, IndexError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, IndexError, ValueError, RecursionError) as exc:
         raise ValueError(f"malformed VotersRecord: {exc}") from exc
     if not voters or len({v.voter_id for v in voters}) != len(voters):
         raise ValueError("a VotersRecord needs distinct voters, at least one")
     return VoterSet(tuple(sorted(voters, key=lambda v: v.voter_id)))
+
+
+def malformed_voters_record(batches: tuple[Batch, ...]) -> str | None:
+    """Why a fetch answer's VotersRecords do not decode (None when they all do).
+
+    Checked before any of the answer is appended: a record the core cannot read
+    must not reach the log, where every restart would trip over it again."""
+    for batch in batches:
+        if not batch.control:
+            continue
+        for i, record in enumerate(batch.records):
+            if is_voters_record(record):
+                try:
+                    decode_voters(record)
+                except ValueError as err:
+                    return f"VotersRecord at offset {batch.base_offset + i}: {err}"
+    return None
 
 
 class VoterSetHistory:

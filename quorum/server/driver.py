@@ -444,9 +444,12 @@ class RaftDriver(DriverSnapshots):
                 self._on_role_changed(effect)
             case FetchSnapshot():
                 self._spawn(self._fetch_snapshot(effect.leader_id, effect.snapshot_id))
-            case RequestRefused():
+            case RequestRefused() if effect.kind == EPOCH_JUMP:
                 line = f"claimed to come from node {effect.source}: {effect.reason}"
                 self.refusals.refuse(effect.request, EPOCH_JUMP, line, effect.source)
+            case RequestRefused():  # an answer we received, not a request to answer
+                line = f"answer of node {effect.source} not taken: {effect.reason}"
+                self.refusals.refuse(f"{effect.request}Response", effect.kind, line)
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, RESPONSE_TYPES):
