@@ -55,7 +55,7 @@ class ControllerCalls:
         access: AccessControl | None = None,
     ) -> None:
         self.controller = controller
-        self.addresses = dict(addresses)
+        self.addresses = addresses  # live: voters added later are in it
         self.access = access or open_access()
 
     async def check(self, context: Any, cluster_id: str) -> None:

@@ -166,6 +166,8 @@ class GrpcTransport:
             self._note_unreachable(destination, "no answer in time")
             return
         self._note_reachable(destination)
+        if isinstance(reply, pb.FetchResponse):
+            self._learn_leader_address(reply)
         answer = from_proto(reply)
         if getattr(answer, "epoch", 0) > MAX_EPOCH:
             log.warning("node %d answered with epoch %d; ignored", destination, answer.epoch)
@@ -256,6 +258,18 @@ class GrpcTransport:
         self._addresses[peer] = address
         log.info("reaching voter %d at %s (from the voter set in the log)", peer, address)
         return True
+
+    def _learn_leader_address(self, reply: pb.FetchResponse) -> None:
+        """KIP-853: a node that found the quorum through its bootstrap servers
+        knows no voter's address; a fetch answer names where its leader listens."""
+        leader, address = reply.leader_id, reply.leader_address
+        if leader < 0 or not address or leader in self._stubs:
+            return
+        channel = open_channel(address, self._reconnect_backoff_max_ms, self._tls)
+        self._channels[leader] = channel
+        self._stubs[leader] = pb_grpc.RaftQuorumStub(channel)
+        self._addresses[leader] = address
+        log.info("reaching leader %d at %s (named by a fetch answer)", leader, address)
 
     def peer_address(self, peer: int) -> str:
         return self._addresses.get(peer, "")
