@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import BIN, Cluster, Proc, admin_pb, free_port, quorumctl
+from controller_cluster import BIN, Cluster, Proc, admin_pb, ctl_json, free_port, quorumctl
 from test_dynamic_voters import Writer, add_when_caught_up, committed_log, voters
 
 from quorum.common.config import render_properties
@@ -77,6 +77,22 @@ def test_controllers_found_through_bootstrap_servers_are_added_under_writes(
     cluster.wait_until(
         lambda: all(cluster.describe(n).leader_id == 1 for n in (2, 3)), 60, "observers follow 1"
     )
+
+    # `quorum describe --replication` shows the voter's directory id and the
+    # observers that could be promoted, caught up (lag 0) with theirs.
+    def observers_caught_up() -> bool:
+        rows = ctl_json(cluster, "quorum", "describe", "--replication")
+        seen = {r["NodeId"]: r for r in rows}
+        assert seen[1]["Status"] == "Leader"
+        assert seen[1]["DirectoryId"] == cluster.directory_ids[1]
+        return all(
+            seen[n]["Status"] == "Observer"
+            and seen[n]["DirectoryId"] == cluster.directory_ids[n]
+            and seen[n]["Lag"] == 0
+            for n in (2, 3)
+        )
+
+    cluster.wait_until(observers_caught_up, 60, "describe --replication lists the observers")
     with Writer(cluster) as writer:
         writer.wait_for_more(0)
         for node in (2, 3):
