@@ -126,6 +126,30 @@ def decode_voters(payload: bytes) -> VoterSet:
     return VoterSet(tuple(sorted(voters, key=lambda v: v.voter_id)))
 
 
+KRAFT_VERSION_MAGIC = b"KV1"
+"""Payload prefix of a KRaftVersionRecord (inside a control batch only)."""
+
+
+def is_kraft_version_record(payload: bytes) -> bool:
+    return payload.startswith(KRAFT_VERSION_MAGIC)
+
+
+def encode_kraft_version(version: int) -> bytes:
+    """The KRaftVersionRecord payload (Kafka's control record of the same name):
+    the `kraft.version` finalized from this offset on."""
+    return KRAFT_VERSION_MAGIC + str(version).encode()
+
+
+def decode_kraft_version(payload: bytes) -> int:
+    """Raises ValueError on anything that is not a KRaftVersionRecord this code supports."""
+    if not is_kraft_version_record(payload):
+        raise ValueError("not a KRaftVersionRecord")
+    text = payload[len(KRAFT_VERSION_MAGIC) :]
+    if text not in (b"0", b"1"):
+        raise ValueError(f"unsupported kraft.version {text[:20]!r}")
+    return int(text)
+
+
 def malformed_voters_record(batches: tuple[Batch, ...]) -> str | None:
     """Why a fetch answer's VotersRecords do not decode (None when they all do).
 
@@ -135,11 +159,19 @@ def malformed_voters_record(batches: tuple[Batch, ...]) -> str | None:
         if not batch.control:
             continue
         for i, record in enumerate(batch.records):
-            if is_voters_record(record):
+            decode = (
+                decode_voters
+                if is_voters_record(record)
+                else decode_kraft_version
+                if is_kraft_version_record(record)
+                else None
+            )
+            if decode is not None:
                 try:
-                    decode_voters(record)
+                    decode(record)
                 except ValueError as err:
-                    return f"VotersRecord at offset {batch.base_offset + i}: {err}"
+                    kind = "VotersRecord" if decode is decode_voters else "KRaftVersionRecord"
+                    return f"{kind} at offset {batch.base_offset + i}: {err}"
     return None
 
 

@@ -26,7 +26,7 @@ def describe_quorum(
         return -1 if ts is None else wall_ms - (now_ms - ts)
 
     voters = driver.core.voters
-    voter_set = driver.core.current_voter_set() if driver.config.kraft_version else None
+    voter_set = driver.core.current_voter_set() if driver.core.kraft_version else None
     if voter_set is not None:
         # kraft.version 1: a voter added at runtime is reached where its record says.
         addresses = dict(addresses)

@@ -128,7 +128,7 @@ class RaftDriver(DriverSnapshots):
         )
         snapshot_voters = (
             self.snapshots.voters(snapshot_id)
-            if self.snapshots is not None and snapshot_id is not None and config.kraft_version
+            if self.snapshots is not None and snapshot_id is not None
             else None
         )
         self.core = RaftNode(
@@ -246,7 +246,7 @@ class RaftDriver(DriverSnapshots):
         judges what its requests are worth)."""
         core = self.core
         voters = core.voters
-        if not self.config.kraft_version or not core.voter_change_pending():
+        if not core.kraft_version or not core.voter_change_pending():
             return voters
         latest = core.latest_voter_change()
         previous = core.voter_set_at(latest[0]) if latest is not None else None

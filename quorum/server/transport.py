@@ -245,7 +245,7 @@ class GrpcTransport:
         """kraft.version 1: a voter not in controller.quorum.voters is reached at
         the endpoint the voter set in force gives it (its VotersRecord)."""
         driver = self.driver
-        if driver is None or not driver.config.kraft_version:
+        if driver is None or not driver.core.kraft_version:
             return False
         voter = driver.core.current_voter_set().voter(peer)
         if voter is None or not voter.endpoints:
