@@ -3,4 +3,4 @@
 from __future__ import annotations
 
 # name -> (min, max) level.
-SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 0)}
+SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 1)}

@@ -51,12 +51,12 @@ from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
+from quorum.server.kraft_upgrade import KraftVersionChanges
 from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
 from quorum.server.voter_addresses import VoterAddresses
-from quorum.server.voter_changes import VoterChanges
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
@@ -255,7 +255,14 @@ class ControllerProcess:
                 driver, addresses, include_digest, self.directory_id
             ),
             driver.read_snapshot_chunk,
-            VoterChanges(driver, self.config.request_timeout_ms / 1000 * 5),
+            KraftVersionChanges(
+                driver,
+                self.config.request_timeout_ms / 1000 * 5,
+                self.config.voters,
+                self.directory_id,
+                self.cluster_id,
+                self.config.tls,
+            ),
         )
 
     def _storage_failed(self, reason: str) -> None:
