@@ -59,11 +59,8 @@ def test_the_upgrade_is_refused_while_a_voter_is_down_then_commits_and_a_voter_i
         assert f"voter {down} did not answer" in out, out
         assert kraft_rows(cluster)["FinalizedVersionLevel"] == 0
         assert all(cluster.describe(n).kraft_version == 0 for n in VOTERS if n != down)
-        code, out = (
-            ctl(cluster, "features", "upgrade", "--feature", "kraft.version=2").returncode,
-            "",
-        )
-        assert code != 0
+        higher = ctl(cluster, "features", "upgrade", "--feature", "kraft.version=2")
+        assert higher.returncode != 0 and "supports levels 0..1" in higher.stderr, higher.stderr
 
         cluster.start(down)
         cluster.wait_until(
@@ -86,10 +83,8 @@ def test_the_upgrade_is_refused_while_a_voter_is_down_then_commits_and_a_voter_i
             60,
             "every node at kraft.version 1",
         )
-        # A downgrade is refused; upgrading again changes nothing.
         back = ctl(cluster, "features", "downgrade", "--feature", "kraft.version=0")
         assert back.returncode != 0 and "cannot be downgraded" in back.stderr, back.stderr
-        assert upgrade(cluster)[0] == 0
         writer.wait_for_more(len(writer.acknowledged))
 
         cluster.directory_ids = directories
