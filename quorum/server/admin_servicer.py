@@ -23,6 +23,7 @@ from quorum.controller.write_queue import NotController
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
+from quorum.raft.voters import KRAFT_VERSION_DYNAMIC
 from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
 from quorum.server.kraft_upgrade import KRAFT_VERSION, KraftVersionChanges
@@ -220,6 +221,9 @@ class AdminServicer(api_grpc.AdminServicer):
             reply.features.extend(kept)
             if changes.kraft_version:
                 reply.features.add(name=KRAFT_VERSION, level=changes.kraft_version)
+            for supported in reply.supported_features:
+                if supported.name == KRAFT_VERSION:
+                    supported.max_level = KRAFT_VERSION_DYNAMIC
         return reply
 
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Any) -> Any:

@@ -101,13 +101,6 @@ class ControllerProcess:
                 RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
             )
             kraft_version = read_kraft_version(config.metadata_log_dir)
-            if config.bootstrap_servers and kraft_version == 0:
-                raise StorageFormatError(
-                    f"{BOOTSTRAP_SERVERS_KEY} needs kraft.version 1 (the voters live in the log), "
-                    f"but {config.metadata_log_dir} was formatted for kraft.version 0 (static "
-                    "controller.quorum.voters): format it with --standalone, "
-                    "--initial-controllers or --no-initial-controllers"
-                )
             bootstrap = dict(
                 zip(
                     bootstrap_ids(len(config.bootstrap_servers)),
@@ -152,6 +145,15 @@ class ControllerProcess:
             self.node.driver.poll_idle = PollIdleRatio(
                 config.metrics_sample_window_ms / 1000, config.metrics_num_samples
             )
+            # The formatted version, or 1 found in the log (a runtime upgrade).
+            if config.bootstrap_servers and self.node.driver.core.kraft_version == 0:
+                raise StorageFormatError(
+                    f"{BOOTSTRAP_SERVERS_KEY} needs kraft.version 1 (the voters live in the log), "
+                    f"but {config.metadata_log_dir} is at kraft.version 0 (static "
+                    "controller.quorum.voters): format it with --standalone, "
+                    "--initial-controllers or --no-initial-controllers, or upgrade the "
+                    "cluster with `quorumctl features upgrade --feature kraft.version=1`"
+                )
         except BaseException:
             self.log_store.close()
             raise
