@@ -134,9 +134,10 @@ def format_command(
     """Write meta.properties (cluster.id, node.id, version) into metadata.log.dir.
 
     An existing meta.properties is never overwritten, and a directory that
-    holds data but no meta.properties is refused. Without either
-    `--initial-controllers` or `--no-initial-controllers` the node runs
-    kraft.version 0: the voters are controller.quorum.voters, for good.
+    holds data but no meta.properties is refused. Without `--standalone`,
+    `--initial-controllers` or `--no-initial-controllers` (at most one of them)
+    the node runs kraft.version 0: the voters are controller.quorum.voters,
+    until `quorumctl features upgrade --feature kraft.version=1`.
 
     \b
     Example:
@@ -216,6 +217,12 @@ def exclusive_flags_problem(
 def standalone_voter(config: ControllerConfig) -> str:
     """`--standalone` as the `--initial-controllers` entry it stands for: this
     controller at its advertised listener, with a new directory id."""
+    if config.advertised.host in ("0.0.0.0", "::", ""):
+        raise OperationFailed(
+            f"--standalone writes this controller's listener into the voter set, and "
+            f"{config.advertised.address()} is no address others can dial: set a host in "
+            "listeners"
+        )
     return f"{config.node_id}@{config.advertised.address()}:{random_uuid()}"
 
 

@@ -65,3 +65,10 @@ def test_standalone_on_a_broker_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "You can only use --standalone on a controller." in done.stderr, done.stderr
     assert not (tmp_path / "controller").exists()
+
+
+def test_standalone_with_a_wildcard_listener_is_refused(tmp_path: Path) -> None:
+    config = write_config(tmp_path, 1, {**BOOTSTRAP, "listeners": "CONTROLLER://0.0.0.0:9093"})
+    done = format_(config, random_uuid(), "--standalone")
+    assert done.returncode == 1 and "no address others can dial" in done.stderr, done.stderr
+    assert not (tmp_path / "controller").exists()
