@@ -24,6 +24,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.config import ConfigError, host_port
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -86,6 +87,9 @@ def call_failure(err: grpc.aio.AioRpcError) -> str:
     if "reset" in details:
         return "connection reset"
     return err.code().name
+
+
+MAX_ADDRESS_CHARS = 300  # a host name (255) and a port, with room for brackets
 
 
 class GrpcTransport:
@@ -264,6 +268,13 @@ class GrpcTransport:
         knows no voter's address; a fetch answer names where its leader listens."""
         leader, address = reply.leader_id, reply.leader_address
         if leader < 0 or not address or leader in self._stubs:
+            return
+        try:
+            if len(address) > MAX_ADDRESS_CHARS:
+                raise ConfigError("leader_address", "too long")
+            host_port("leader_address", address)
+        except ConfigError:
+            log.warning("node answered with a leader address that is no host:port; ignored")
             return
         channel = open_channel(address, self._reconnect_backoff_max_ms, self._tls)
         self._channels[leader] = channel
