@@ -267,7 +267,8 @@ class GrpcTransport:
         """KIP-853: a node that found the quorum through its bootstrap servers
         knows no voter's address; a fetch answer names where its leader listens."""
         leader, address = reply.leader_id, reply.leader_address
-        if leader < 0 or not address or leader in self._stubs:
+        me = self.driver.config.node_id if self.driver is not None else None
+        if leader < 0 or leader == me or not address or leader in self._stubs:
             return
         try:
             if len(address) > MAX_ADDRESS_CHARS:
