@@ -39,6 +39,10 @@ class RaftConfig:
     # set for good; 1 takes the voter set from the newest VotersRecord in the
     # log (KIP-853, `quorum/raft/voters.py`), `voters` only until there is one.
     kraft_version: int = 0
+    # `controller.quorum.bootstrap.servers` (KIP-853): the ids (-2, -3, ...) the
+    # driver's transport maps to those addresses. An observer that knows no
+    # leader asks them (and any voter it knows) who leads; they never vote.
+    bootstrap_ids: frozenset[int] = frozenset()
 
     @property
     def is_voter(self) -> bool:
