@@ -15,7 +15,12 @@ With `validate_only` the same requests are validated by the active controller
 and answered without a write: the forwarding hop alone, without the commit and
 without the brokers applying the new topics.
 
-    .venv/bin/python bench/admin.py [--topics 300 --rounds 3 --batches 1,100]
+    .venv/bin/python bench/admin.py [--topics 300 --rounds 3 --batches 1,100] [--floor 500]
+
+With `--floor N`, then N empty round trips a round each way (DescribeCluster
+through the broker's Kafka listener, answered there; DescribeCluster straight
+to the controller over gRPC): the forwarding cost at batch 1 cannot go below
+1 - t(gRPC CreateTopics) / (t(gRPC CreateTopics) + t(empty Kafka round trip)).
 
 One JSON object per measurement on stdout: path, batch, round, topics/s, and
 per path and batch the mean and the forwarding cost (1 - kafka / grpc).
@@ -97,17 +102,77 @@ def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int, validate_o
     return asyncio.run(go())
 
 
+def empty_kafka_round(cluster: Cluster, count: int) -> float:
+    """DescribeCluster through librdkafka's AdminClient, answered by the broker
+    itself: a Kafka admin round trip with no forwarding (the hop's Kafka half)."""
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    admin = KafkaAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[101].port}"})
+    admin.describe_cluster(request_timeout=10).result()
+    started = time.perf_counter()
+    for _ in range(count):
+        admin.describe_cluster(request_timeout=10).result()
+    return count / (time.perf_counter() - started)
+
+
+def empty_grpc_round(cluster: Cluster, count: int) -> float:
+    """DescribeCluster straight to the controller over gRPC: a round trip of the
+    same client the direct path uses, with next to no work behind it."""
+
+    async def go() -> float:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        try:
+            await client.admin("DescribeCluster", api.DescribeClusterRequest())
+            started = time.perf_counter()
+            for _ in range(count):
+                await client.admin("DescribeCluster", api.DescribeClusterRequest())
+            return count / (time.perf_counter() - started)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def floor(cluster: Cluster, count: int, rounds: int, grpc_validate_b1: float | None) -> None:
+    """What the hop cannot go below at batch 1: a forwarded request makes the
+    same gRPC call as the direct path, plus a Kafka round trip to the broker; an
+    empty Kafka round trip (DescribeCluster) over the gRPC CreateTopics time
+    bounds the forwarding cost from below."""
+    rates: dict[str, list[float]] = {"kafka_empty": [], "grpc_empty": []}
+    for round_ in range(rounds):
+        for path, run in (("kafka_empty", empty_kafka_round), ("grpc_empty", empty_grpc_round)):
+            rate = run(cluster, count)
+            rates[path].append(rate)
+            emit(path=path, round=round_ + 1, round_trips_per_s=round(rate, 1))
+    kafka_ms = 1000 / statistics.mean(rates["kafka_empty"])
+    grpc_ms = 1000 / statistics.mean(rates["grpc_empty"])
+    out: dict[str, object] = {
+        "kafka_empty_ms": round(kafka_ms, 3),
+        "grpc_empty_ms": round(grpc_ms, 3),
+    }
+    if grpc_validate_b1:
+        create_ms = 1000 / grpc_validate_b1
+        out["grpc_validate_b1_ms"] = round(create_ms, 3)
+        out["floor_cost_b1"] = round(1 - create_ms / (create_ms + kafka_ms), 3)
+    emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", default="1,100")
+    parser.add_argument(
+        "--floor", type=int, default=0, metavar="N",
+        help="then N empty Kafka and gRPC round trips a round: the hop's floor at batch 1",
+    )  # fmt: skip
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     with (
         tempfile.TemporaryDirectory(prefix="bench-admin-") as root,
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
+        grpc_validate_b1 = None
         for validate_only, batch in [(v, b) for v in (False, True) for b in batches]:
             rates: dict[str, list[float]] = {"kafka": [], "grpc": []}
             for round_ in range(args.rounds):
@@ -119,6 +184,8 @@ def main() -> None:
                     emit(path=path, batch=batch, validate_only=validate_only, round=round_ + 1,
                          topics_per_s=round(rate, 1))  # fmt: skip
             kafka, grpc = statistics.mean(rates["kafka"]), statistics.mean(rates["grpc"])
+            if validate_only and batch == 1:
+                grpc_validate_b1 = grpc
             emit(
                 batch=batch,
                 validate_only=validate_only,
@@ -127,6 +194,8 @@ def main() -> None:
                 forwarding_cost=round(1 - kafka / grpc, 3),
                 load_average=[round(x, 1) for x in os.getloadavg()],
             )
+        if args.floor:
+            floor(cluster, args.floor, args.rounds, grpc_validate_b1)
 
 
 if __name__ == "__main__":

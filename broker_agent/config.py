@@ -6,6 +6,8 @@ Kafka's keys (same meaning, same default):
 ``node.id``                                    required, >= 0 (the broker id)
 ``process.roles``                              required: ``broker``
 ``controller.quorum.voters``                   required: the controllers to fetch from
+``controller.quorum.bootstrap.servers``        instead of the voters (KIP-853): host:port,...
+                                               of controllers to find the active one through
 ``listeners``                                  required: ``NAME://host:port[,...]``, the
                                                Kafka protocol listeners (PLAINTEXT; see below)
 ``advertised.listeners``                       the listeners: what the registration sends
@@ -119,9 +121,9 @@ from quorum.common.config import (
     integer,
     known_properties,
     log_level,
+    quorum_endpoints,
     read_properties,
     url,
-    voters,
 )
 from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
 from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
@@ -145,6 +147,7 @@ KEYS: tuple[str, ...] = (
     "node.id",
     "process.roles",
     "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
     "listeners",
     "advertised.listeners",
     "socket.request.max.bytes",
@@ -294,6 +297,9 @@ class KafkaTls:
 class BrokerConfig:
     node_id: int
     controllers: dict[int, Endpoint]
+    # `controller.quorum.bootstrap.servers` (KIP-853), set instead of the voters:
+    # where to reach the controllers; leader hints name the active one's address.
+    bootstrap_servers: tuple[Endpoint, ...] = ()
     listener_name: str  # the first of `listeners`
     listener: Endpoint
     metadata_log_dir: Path
@@ -360,6 +366,8 @@ class BrokerConfig:
 
     @property
     def bootstrap(self) -> list[str]:
+        if self.bootstrap_servers:
+            return [e.address() for e in self.bootstrap_servers]
         return [e.address() for _, e in sorted(self.controllers.items())]
 
 
@@ -386,7 +394,7 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
     node_id = integer(props, "node.id", IntSpec("node_id", -1, 0), required=True)
     if props.get("process.roles", "") != "broker":
         raise ConfigError("process.roles", "must be broker for a broker agent")
-    controllers = voters(props.get("controller.quorum.voters", ""))
+    controllers, bootstrap = quorum_endpoints(props)
     if node_id in controllers:
         raise ConfigError(
             "node.id", f"node.id {node_id} is a controller in controller.quorum.voters"
@@ -430,6 +438,7 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
     return BrokerConfig(
         node_id=node_id,
         controllers=controllers,
+        bootstrap_servers=bootstrap,
         listener_name=listeners[0][0],
         listener=listeners[0][1],
         listeners=listeners,

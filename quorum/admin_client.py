@@ -71,6 +71,7 @@ class AdminClient:
         self._active: str | None = None
         self._next = 0  # where the next round of the bootstrap list starts
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[tuple[Any, str], Any] = {}
         self._fetch_stream: Any = None  # the open MetadataFetchStream call, if any
         self._fetch_stream_address = ""
 
@@ -83,6 +84,15 @@ class AdminClient:
         if address not in self._channels:
             self._channels[address] = open_channel(address, tls=self.tls)
         return self._channels[address]
+
+    def _stub(self, stub_type: Any, address: str) -> Any:
+        """One stub per service and channel: a stub makes a callable per method of
+        its service when built (19 for Admin, ~0.1-0.3 ms), which a forwarding
+        broker paid on every forwarded request."""
+        stub = self._stubs.get((stub_type, address))
+        if stub is None:
+            stub = self._stubs[(stub_type, address)] = stub_type(self._channel(address))
+        return stub
 
     async def admin(
         self,
@@ -112,7 +122,7 @@ class AdminClient:
         tried: list[str] = []
         while time.monotonic() < give_up:
             address = await self._pick()
-            stub = stub_type(self._channel(address))
+            stub = self._stub(stub_type, address)
             try:
                 timeout = max(0.05, min(self.attempt_timeout_s, give_up - time.monotonic()))
                 reply = await getattr(stub, method)(
@@ -210,3 +220,4 @@ class AdminClient:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+        self._stubs.clear()

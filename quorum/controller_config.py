@@ -42,6 +42,7 @@ from quorum.authz.authorizer import (
     authorizer_from,
 )
 from quorum.common.config import (
+    BOOTSTRAP_SERVERS_KEY,
     ConfigError,
     ConfigErrors,
     Endpoint,
@@ -50,12 +51,12 @@ from quorum.common.config import (
     host_port,
     integer,
     log_level,
+    quorum_endpoints,
     read_properties,
     render_properties,
     same_endpoint,
     unknown_key,
     url,
-    voters,
 )
 from quorum.common.metrics_tls import CLIENT_AUTH_KEY as METRICS_CLIENT_AUTH_KEY
 from quorum.common.metrics_tls import MetricsTls, metrics_tls_from
@@ -127,6 +128,9 @@ class ControllerConfig:
     retry_backoff_ms: int
     fetch_max_wait_ms: int
     max_epoch_jump: int = 10_000
+    # `controller.quorum.bootstrap.servers` (KIP-853), set instead of `voters`:
+    # addresses to learn the leader from; the voter set comes from the log.
+    bootstrap_servers: tuple[Endpoint, ...] = ()
     # `controller.quorum.voter.principals`: the principal each voter's certificate
     # must carry under mTLS (`quorum.server.voter_identity`); unset ids default.
     voter_principals: dict[int, str] = field(default_factory=dict)
@@ -168,6 +172,7 @@ class ControllerConfig:
             "node.id": str(self.node_id),
             "process.roles": ",".join(self.process_roles),
             "controller.quorum.voters": voters,
+            BOOTSTRAP_SERVERS_KEY: ",".join(e.address() for e in self.bootstrap_servers),
             "listeners": f"{DEFAULT_LISTENER_NAME}://{self.listener.address()}",
             "controller.listener.names": DEFAULT_LISTENER_NAME,
             "metadata.log.dir": str(self.metadata_log_dir),
@@ -216,7 +221,8 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
 
     node_id = check(lambda: integer(props, "node.id", IntSpec("node_id", -1, 0), required=True))
     roles = check(lambda: _roles(props.get("process.roles", "")))
-    voter_map = check(lambda: voters(props.get("controller.quorum.voters", "")))
+    quorum = check(lambda: quorum_endpoints(props))
+    voter_map, bootstrap = quorum if quorum is not None else (None, ())
     principals = check(lambda: voter_principals(props.get(VOTER_PRINCIPALS_KEY, ""), voter_map))
     listener = check(lambda: _listener(props))
     log_dir = _log_dir(props, problems)
@@ -233,7 +239,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         for p in LIMIT_PROPERTIES
     }
     if node_id is not None and roles is not None and voter_map is not None and listener:
-        for err in _role_problems(node_id, roles, voter_map, listener):
+        for err in _role_problems(node_id, roles, voter_map, listener, bool(bootstrap)):
             problems.add(err)
     tls = check(lambda: _tls(props))
     metrics_tls = check(lambda: _metrics_tls(props, tls))
@@ -255,6 +261,7 @@ def parse_config(props: Mapping[str, str], source: Path | None = None) -> Contro
         node_id=node_id,
         process_roles=roles,
         voters=voter_map,
+        bootstrap_servers=bootstrap,
         listener=listener,
         advertised=voter_map.get(node_id, listener),
         voter_principals=principals or {},
@@ -318,8 +325,16 @@ def _log_dir(props: Mapping[str, str], problems: Problems) -> str | None:
 
 
 def _role_problems(
-    node_id: int, roles: tuple[str, ...], voter_map: Mapping[int, Endpoint], listener: Endpoint
+    node_id: int,
+    roles: tuple[str, ...],
+    voter_map: Mapping[int, Endpoint],
+    listener: Endpoint,
+    bootstrap: bool = False,
 ) -> list[ConfigError]:
+    if bootstrap:
+        # The voters are in the log: a controller not (yet) among them runs as
+        # an observer until `quorumctl quorum add-controller` adds it.
+        return []
     if roles == (CONTROLLER,):
         if node_id not in voter_map:
             return [

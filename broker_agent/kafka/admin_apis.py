@@ -85,7 +85,7 @@ class TopicAdmin:
         out = []
         for (name, tid), result in zip(order, reply.topics, strict=False):
             code, message = item_error(result.error)
-            topic_id = codec.topic_uuid(result.topic_id) if result.topic_id else tid
+            topic_id = result.topic_id or tid  # base64 text: the writer converts it
             out.append(_deleted(result.name or name, topic_id, code, message))
         return {"throttle_time": 0, "responses": out}
 
@@ -200,7 +200,7 @@ def _created(result: api.CreatableTopicResult) -> dict[str, Any]:
         return _created_error(result.name, code, message)
     return {
         "name": result.name,
-        "topic_id": codec.topic_uuid(result.topic_id) if result.topic_id else codec.NULL_UUID,
+        "topic_id": result.topic_id or codec.NULL_UUID,
         "error_code": 0,
         "error_message": None,
         "topic_config_error_code": 0,

@@ -45,6 +45,25 @@ FENCED = frozenset(
 )
 
 
+# The APIs forwarded to the controller: their answers, of one entry per topic,
+# config or ACL, are written by the compiled writer (`response_writer.py`), as
+# building them as kio entities cost more than the forwarding (docs/benchmarks.md).
+FORWARDED = frozenset(
+    {
+        ApiKey.CREATE_TOPICS,
+        ApiKey.DELETE_TOPICS,
+        ApiKey.CREATE_PARTITIONS,
+        ApiKey.ELECT_LEADERS,
+        ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.ALTER_CONFIGS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DESCRIBE_ACLS,
+        ApiKey.DELETE_ACLS,
+    }
+)
+
+
 def fenced(forwarder: ControllerForwarder, handler: Handler) -> Handler:
     """`handler`, once this broker's image shows the writes it answered."""
 
@@ -87,5 +106,8 @@ def install_admin_apis(
         ApiKey.DESCRIBE_LOG_DIRS: local.describe_log_dirs,
         ApiKey.METADATA: creating.metadata,
     }
-    apis.add_handlers({k: fenced(forwarder, h) if k in FENCED else h for k, h in handlers.items()})
+    apis.add_handlers(
+        {k: fenced(forwarder, h) if k in FENCED else h for k, h in handlers.items()},
+        written=FORWARDED,
+    )
     return forwarder

@@ -71,15 +71,19 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offsets_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
+        self._written: set[int] = set()
         self._handlers.update(GroupApis(node_id, image, groups, self.authz).handlers())
         # The admin APIs (admin_handlers.py): REQUEST_TIMED_OUT until server.py
         # installs them again with a client for the controllers.
         install_admin_apis(self, None, image, replicas, None, AutoCreateConfig(enabled=False))
 
-    def add_handlers(self, handlers: Mapping[int, Handler]) -> None:
+    def add_handlers(self, handlers: Mapping[int, Handler], written: Iterable[int] = ()) -> None:
         """APIs served by other modules (the admin APIs, `admin_handlers.py`);
-        an entry for an API already here replaces it (Metadata's auto-creation)."""
+        an entry for an API already here replaces it (Metadata's auto-creation).
+        The answers of the APIs in `written` are written by the compiled writer
+        (`codec.write_response`) instead of built as kio entities."""
         self._handlers.update(handlers)
+        self._written.update(written)
 
     async def handle(self, request: codec.DecodedRequest, conn: Connection) -> Any | None:
         name = codec.api_name(request.api_key)
@@ -92,7 +96,10 @@ class KafkaApis:
             self.observe(name, request.api_version, time.monotonic() - started, values)
         if values is None:
             return None
-        return codec.build(codec.response_class(request.api_key, request.api_version), values)
+        cls = codec.response_class(request.api_key, request.api_version)
+        if request.api_key in self._written:
+            return codec.write_response(cls, values)
+        return codec.build(cls, values)
 
     # ------------------------------------------------------------ cluster
 

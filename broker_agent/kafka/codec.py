@@ -29,6 +29,8 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from broker_agent.kafka import response_writer
+
 SIZE = struct.Struct(">i")
 # Every request header starts with api_key (int16), api_version (int16), correlation_id (int32).
 HEADER_PREFIX = struct.Struct(">hhi")
@@ -119,6 +121,21 @@ def produce_acks(frame: bytes, api_version: int) -> int | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A response body already written (`write_response`): its class and bytes."""
+
+    cls: Any
+    body: bytes
+
+
+def write_response(cls: Any, values: Mapping[str, Any]) -> Encoded:
+    """The response of class `cls` for a handler's mapping, written by the writer
+    compiled for `cls` (`response_writer.py`): the bytes `build` and kio would
+    give, without building kio's entities."""
+    return Encoded(cls, response_writer.write_body(cls, values))
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """The response frame, size prefix included, with the header its class names
     (v0 for ApiVersions at every version, as Kafka does).
@@ -128,8 +145,9 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     of answers that repeat (`REPEATING_ANSWERS`) are encoded once each: kio's
     writer costs tens of microseconds per entity, and a coordinator sends the same
     few OffsetCommit and Heartbeat answers thousands of times a second."""
-    cls = type(response)
-    if cls.__api_key__ in REPEATING_ANSWERS:
+    if isinstance(response, Encoded):
+        cls, body = response.cls, response.body
+    elif (cls := type(response)).__api_key__ in REPEATING_ANSWERS:
         try:
             body = _repeated_body(cls, response)
         except TypeError:  # a field that cannot be hashed: encoded as any other
@@ -241,21 +259,28 @@ def build(cls: Any, values: Mapping[str, Any]) -> Any:
             if not plan.has_default:
                 raise KeyError(f"{cls.__module__}.{cls.__name__} needs {plan.name!r}")
             continue
-        value = values[plan.name]
-        if value is None:
-            kwargs[plan.name] = None
-        elif plan.nested is not None:
-            if plan.is_tuple:
-                kwargs[plan.name] = tuple(
-                    v if is_dataclass(v) else build(plan.nested, v) for v in value
-                )
-            else:
-                kwargs[plan.name] = value if is_dataclass(value) else build(plan.nested, value)
-        elif plan.is_tuple:
-            kwargs[plan.name] = tuple(value)
-        else:
-            kwargs[plan.name] = _primitive(plan.kafka_type, value)
+        kwargs[plan.name] = _value(plan, values[plan.name])
     return cls(**kwargs)
+
+
+def _value(plan: _FieldPlan, value: Any) -> Any:
+    if value is None:
+        return None
+    if plan.nested is not None:
+        if plan.is_tuple:
+            return tuple(v if is_dataclass(v) else build(plan.nested, v) for v in value)
+        return value if is_dataclass(value) else build(plan.nested, value)
+    if plan.is_tuple:
+        return tuple(value)
+    return _primitive(plan.kafka_type, value)
+
+
+def build_value(cls: Any, name: str, value: Any) -> Any:
+    """Field `name` of kio class `cls` as `build` makes it from a mapping's value."""
+    for plan in _plan(cls):
+        if plan.name == name:
+            return _value(plan, value)
+    raise KeyError(f"{cls.__module__}.{cls.__name__} has no field {name!r}")
 
 
 def _primitive(kafka_type: str | None, value: Any) -> Any:

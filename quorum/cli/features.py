@@ -22,6 +22,7 @@ def features_group() -> None:
     Example:
       quorumctl features describe
       quorumctl features upgrade --feature metadata.version=1
+      quorumctl features upgrade --feature kraft.version=1
       quorumctl features downgrade --feature metadata.version=1 --dry-run
     """
 
@@ -67,9 +68,15 @@ def upgrade(
 ) -> None:
     """Raise feature levels (every registered broker must support the new level).
 
+    kraft.version=1 moves static voters (controller.quorum.voters) into the log
+    (KIP-853), after which controllers are added and removed with `quorumctl
+    quorum add-controller` / `remove-controller`; every voter must be up and
+    support it, and it is updated alone.
+
     \b
     Example:
       quorumctl features upgrade --feature metadata.version=1
+      quorumctl features upgrade --feature kraft.version=1 --dry-run
     """
     _update_features(features, dry_run, bootstrap, cluster_id, output, downgrade=False)
 

@@ -116,19 +116,28 @@ def random_uuid_command() -> None:
     help="kraft.version 1 without a voter set: a controller that starts as an observer "
     "and is added with `quorumctl quorum add-controller`.",
 )
+@click.option(
+    "--standalone",
+    "-s",
+    is_flag=True,
+    help="kraft.version 1 with this controller as the only voter (its listener and a new "
+    "directory id): the first controller of a cluster that grows with add-controller.",
+)
 def format_command(
     cluster_id: str,
     config_path: Path,
     ignore_formatted: bool,
     initial_controllers: str | None,
     no_initial_controllers: bool,
+    standalone: bool,
 ) -> None:
     """Write meta.properties (cluster.id, node.id, version) into metadata.log.dir.
 
     An existing meta.properties is never overwritten, and a directory that
-    holds data but no meta.properties is refused. Without either
-    `--initial-controllers` or `--no-initial-controllers` the node runs
-    kraft.version 0: the voters are controller.quorum.voters, for good.
+    holds data but no meta.properties is refused. Without `--standalone`,
+    `--initial-controllers` or `--no-initial-controllers` (at most one of them)
+    the node runs kraft.version 0: the voters are controller.quorum.voters,
+    until `quorumctl features upgrade --feature kraft.version=1`.
 
     \b
     Example:
@@ -139,10 +148,13 @@ def format_command(
         validate_cluster_id(cluster_id)
     except StorageFormatError as err:
         raise OperationFailed(str(err)) from err
+    exclusive_flags_problem(standalone, initial_controllers is not None, no_initial_controllers)
     config = _load(config_path)
     directory = config.metadata_log_dir
-    if initial_controllers is not None and no_initial_controllers:
-        raise OperationFailed("give --initial-controllers or --no-initial-controllers, not both")
+    if standalone:
+        if not isinstance(config, ControllerConfig) or config.process_roles != ("controller",):
+            raise OperationFailed("You can only use --standalone on a controller.")
+        initial_controllers = standalone_voter(config)
     voters: VoterSet | None = None
     directory_id: str | None = None
     if initial_controllers is not None:
@@ -182,6 +194,36 @@ def format_command(
             f"{directory} is already formatted with cluster.id {cluster_id} and "
             f"node.id {config.node_id}; nothing to do"
         )
+
+
+def exclusive_flags_problem(
+    standalone: bool, initial_controllers: bool, no_initial_controllers: bool
+) -> None:
+    """kafka-storage.sh takes at most one of the three (an argparse group): the
+    same words when two are given."""
+    given = [
+        flag
+        for flag, on in (
+            ("--standalone/-s", standalone),
+            ("--initial-controllers/-I", initial_controllers),
+            ("--no-initial-controllers/-N", no_initial_controllers),
+        )
+        if on
+    ]
+    if len(given) > 1:
+        raise OperationFailed(f"argument {given[1]}: not allowed with argument {given[0]}")
+
+
+def standalone_voter(config: ControllerConfig) -> str:
+    """`--standalone` as the `--initial-controllers` entry it stands for: this
+    controller at its advertised listener, with a new directory id."""
+    if config.advertised.host in ("0.0.0.0", "::", ""):
+        raise OperationFailed(
+            f"--standalone writes this controller's listener into the voter set, and "
+            f"{config.advertised.address()} is no address others can dial: set a host in "
+            "listeners"
+        )
+    return f"{config.node_id}@{config.advertised.address()}:{random_uuid()}"
 
 
 def _bootstrap_kraft_version(directory: Path, voters: VoterSet | None) -> None:

@@ -243,6 +243,57 @@ def voters(raw: str) -> dict[int, Endpoint]:
     return found
 
 
+BOOTSTRAP_SERVERS_KEY = "controller.quorum.bootstrap.servers"
+
+
+def bootstrap_servers(raw: str) -> tuple[Endpoint, ...]:
+    """``host:port,host:port`` (KIP-853): where to find the controllers when the
+    voter set lives in the log; used only to learn who leads."""
+    key = BOOTSTRAP_SERVERS_KEY
+    found: list[Endpoint] = []
+    for entry in filter(None, (e.strip() for e in raw.split(","))):
+        endpoint = host_port(key, entry)
+        if any(same_endpoint(endpoint, known) for known in found):
+            raise ConfigError(key, f"names {endpoint.address()} twice")
+        found.append(endpoint)
+    return tuple(found)
+
+
+def bootstrap_ids(count: int) -> tuple[int, ...]:
+    """The ids the bootstrap servers go by until they are known: -2, -3, ...
+    (as Kafka numbers them; -1 is "no node" on the wire)."""
+    return tuple(-2 - i for i in range(count))
+
+
+def quorum_endpoints(
+    props: Mapping[str, str],
+) -> tuple[dict[int, Endpoint], tuple[Endpoint, ...]]:
+    """(controller.quorum.voters, controller.quorum.bootstrap.servers): one of
+    the two, never both (the voter set is either static or in the log)."""
+    raw_voters = props.get("controller.quorum.voters", "").strip()
+    raw_bootstrap = props.get(BOOTSTRAP_SERVERS_KEY, "").strip()
+    if raw_voters and raw_bootstrap:
+        raise ConfigError(
+            BOOTSTRAP_SERVERS_KEY,
+            f"set controller.quorum.voters (static voters) or {BOOTSTRAP_SERVERS_KEY} "
+            "(voters in the log, kraft.version 1), not both",
+        )
+    if raw_bootstrap:
+        found = bootstrap_servers(raw_bootstrap)
+        if found:
+            return {}, found
+    try:
+        return voters(raw_voters), ()
+    except ConfigError as err:
+        if raw_voters:
+            raise
+        raise ConfigError(
+            "controller.quorum.voters",
+            f"{err.args[0] if err.args else err} (or {BOOTSTRAP_SERVERS_KEY}=host:port,... "
+            "to find the controllers of a kraft.version 1 cluster)",
+        ) from None
+
+
 def url(key: str, raw: str) -> Endpoint:
     """``http://host:port`` or ``https://host:port`` (the metrics listener)."""
     scheme, sep, rest = raw.partition("://")

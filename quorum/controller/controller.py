@@ -73,7 +73,7 @@ class QuorumController:
         self.raft = raft
         self.image = image
         self.cluster_id = cluster_id
-        self.addresses = dict(addresses)
+        self.addresses = addresses  # live: voters added later are in it
         self.rng = rng or random.Random()
         self.limits = limits or RequestLimits()
         self.registry = BrokerRegistry(image, session_timeout_s)

@@ -2,5 +2,7 @@
 
 from __future__ import annotations
 
-# name -> (min, max) level.
+# name -> (min, max) level. kraft.version is the Raft layer's: a FeatureLevel
+# record never raises it; `quorum/server/kraft_upgrade.py` does, and the admin
+# servicer shows its real range.
 SUPPORTED_FEATURES = {"metadata.version": (1, 1), "kraft.version": (0, 0)}

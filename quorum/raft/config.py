@@ -43,6 +43,10 @@ class RaftConfig:
     # it is a voter only if the voter set names this id with this directory (a
     # replaced disk has a new one, and counts as an observer until added).
     directory_id: str = ""
+    # `controller.quorum.bootstrap.servers` (KIP-853): the ids (-2, -3, ...) the
+    # driver's transport maps to those addresses. An observer that knows no
+    # leader asks them (and any voter it knows) who leads; they never vote.
+    bootstrap_ids: frozenset[int] = frozenset()
 
     @property
     def is_voter(self) -> bool:

@@ -105,11 +105,14 @@ class FetchSnapshot:
 class RequestRefused:
     """The core refused a request that would have moved this node to an epoch too
     far ahead of its own log (`RaftConfig.max_epoch_jump`): the answer carries
-    INVALID_REQUEST; the driver logs the reason and counts it."""
+    INVALID_REQUEST; the driver logs the reason and counts it. `kind` is the
+    counter's reason label: `epoch_jump`, or `malformed_record` for a fetch
+    answer holding a VotersRecord that does not decode (nothing of it is kept)."""
 
     source: int
     request: str
     reason: str
+    kind: str = "epoch_jump"
 
 
 Effect = (

@@ -8,7 +8,13 @@ follow the same loop and, with no leader, ask a voter who leads.
 
 from __future__ import annotations
 
-from quorum.raft.effects import AppendBatches, FetchSnapshot, SendMessage, TruncateLog
+from quorum.raft.effects import (
+    AppendBatches,
+    FetchSnapshot,
+    RequestRefused,
+    SendMessage,
+    TruncateLog,
+)
 from quorum.raft.fetching import truncation_offset
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse
 from quorum.raft.nodebase import NodeBase
@@ -22,6 +28,9 @@ from quorum.raft.states import (
     UnattachedState,
 )
 from quorum.raft.transitions import Trigger
+from quorum.raft.voters import malformed_voters_record
+
+MALFORMED_RECORD = "malformed_record"
 
 
 class Following(NodeBase):
@@ -57,6 +66,12 @@ class Following(NodeBase):
             self._leader_resigned(state, now)
             return
         if resp.error is not ErrorCode.NONE:
+            return
+        malformed = malformed_voters_record(resp.batches)
+        if malformed is not None:
+            # Refused whole and logged; the fetch stays "out", so it is asked
+            # again after the request timeout rather than at once in a loop.
+            self._effects.append(RequestRefused(source, "Fetch", malformed, kind=MALFORMED_RECORD))
             return
         state.fetch_sent_at = None
         state.last_leader_contact = now
@@ -128,7 +143,8 @@ class Following(NodeBase):
         return rank * stagger + self._rng.randrange(0, stagger // 5 + 1)
 
     def _observer_timeout(self, now: int) -> None:
-        """An observer that lost its leader asks a random voter who leads now.
+        """An observer that lost its leader asks a random voter (or bootstrap
+        server, `RaftConfig.bootstrap_ids`) who leads now.
 
         A former voter keeps the vote it cast in this epoch (a voter change may
         make it a voter again in the same epoch); a leader that a voter change
@@ -143,8 +159,12 @@ class Following(NodeBase):
         state = self.state
         if not isinstance(state, UnattachedState):
             raise AssertionError(f"an observer cannot be {state.role.value}")
-        voters = sorted(self._voters)
-        target = voters[self._rng.randrange(0, len(voters))]
+        targets = sorted(v for v in self._voters if v != self._me)
+        targets += sorted(self.config.bootstrap_ids)
+        if not targets:  # no voter known yet and no bootstrap server to ask
+            state.deadline = now + self.config.election_timeout_ms
+            return
+        target = targets[self._rng.randrange(0, len(targets))]
         end = self.log.end_offset_and_epoch()
         request = FetchRequest(self._me, state.epoch, end.offset, end.epoch, self.high_watermark)
         state.fetch_sent_at = now

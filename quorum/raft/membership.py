@@ -22,6 +22,7 @@ from quorum.raft.voters import (
     Voter,
     VoterChangeRefused,
     VoterSet,
+    encode_kraft_version,
     encode_voters,
 )
 
@@ -36,7 +37,7 @@ class Membership(Leading):
                 ErrorCode.DUPLICATE_VOTER,
                 f"voter {voter.voter_id} is already in the voter set {sorted(current.ids)}",
             )
-        version = self.config.kraft_version
+        version = self.kraft_version
         if not voter.min_kraft_version <= version <= voter.max_kraft_version:
             raise VoterChangeRefused(
                 ErrorCode.INVALID_REQUEST,
@@ -90,7 +91,7 @@ class Membership(Leading):
                 f"replica {voter.voter_id} (directory {voter.directory_id}) is not a voter "
                 f"(voters {sorted(current.ids)}): only a voter may update itself",
             )
-        version = self.config.kraft_version
+        version = self.kraft_version
         if not voter.min_kraft_version <= version <= voter.max_kraft_version:
             raise VoterChangeRefused(
                 ErrorCode.INVALID_REQUEST,
@@ -101,6 +102,24 @@ class Membership(Leading):
             return None
         updated = current.without_voter(voter.voter_id).with_voter(voter)
         return self._append_voters_record(state, updated, now)
+
+    def upgrade_kraft_version(self, voters: VoterSet, now: int) -> ProposeResult:
+        """kraft.version 0 -> 1: one control batch, a KRaftVersionRecord and the
+        static voters as the first VotersRecord (`voters`: the same ids, with the
+        directory ids and endpoints the caller gathered). From that batch on the
+        voter set is in the log; it commits like a voter change (the set is the
+        same), and a truncation before it commits undoes it."""
+        state = self._leader_for_voter_change(upgrading=True)
+        if self._dynamic_voters:
+            raise VoterChangeRefused(ErrorCode.INVALID_REQUEST, "kraft.version is already 1")
+        if voters.ids != self.config.voters:
+            raise VoterChangeRefused(
+                ErrorCode.INVALID_REQUEST,
+                f"the voter set {sorted(voters.ids)} is not the static voters "
+                f"{sorted(self.config.voters)}",
+            )
+        records = (encode_kraft_version(KRAFT_VERSION_DYNAMIC), encode_voters(voters))
+        return self._append_control(state, records, now)
 
     def current_voter_set(self) -> VoterSet:
         """The newest voter set in the log, or the static voters while there is none."""
@@ -114,16 +133,17 @@ class Membership(Leading):
 
     # ------------------------------------------------------------------ parts
 
-    def _leader_for_voter_change(self) -> LeaderState:
+    def _leader_for_voter_change(self, upgrading: bool = False) -> LeaderState:
         state = self.state
         if not isinstance(state, LeaderState):
             hint = self.leader_id if self.leader_id != self._me else None
             raise NotLeaderError(self.epoch, hint)
-        if self.config.kraft_version < KRAFT_VERSION_DYNAMIC:
+        if self.kraft_version < KRAFT_VERSION_DYNAMIC and not upgrading:
             raise VoterChangeRefused(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"kraft.version is {self.config.kraft_version}: the voters are static "
-                "(controller.quorum.voters)",
+                f"kraft.version is {self.kraft_version}: the voters are static "
+                "(controller.quorum.voters); upgrade it with `quorumctl features upgrade "
+                "--feature kraft.version=1`",
             )
         if self.high_watermark <= state.epoch_start_offset:
             raise VoterChangeRefused(
@@ -142,11 +162,15 @@ class Membership(Leading):
     ) -> ProposeResult:
         """Seal what is queued first (its offsets are promised), then append the
         record alone in a control batch; the new set counts from here on."""
+        return self._append_control(state, (encode_voters(voters),), now)
+
+    def _append_control(
+        self, state: LeaderState, records: tuple[bytes, ...], now: int
+    ) -> ProposeResult:
         if state.pending:
             self._seal_pending(state, now)
         offset = self.log.end_offset
-        record = Batch(offset, state.epoch, (encode_voters(voters),), now, control=True)
-        self._append_as_leader(record)
+        self._append_as_leader(Batch(offset, state.epoch, records, now, control=True))
         self._answer_parked(now, only_with_news=True)
         self._maybe_advance_high_watermark(now)
-        return ProposeResult(state.epoch, offset, offset)
+        return ProposeResult(state.epoch, offset, offset + len(records) - 1)

@@ -28,7 +28,9 @@ from quorum.raft.voters import (
     KRAFT_VERSION_DYNAMIC,
     VoterSet,
     VoterSetHistory,
+    decode_kraft_version,
     decode_voters,
+    is_kraft_version_record,
     is_voters_record,
 )
 
@@ -57,14 +59,18 @@ class NodeBase:
         # newest VotersRecord in the log (`_refresh_voters`).
         self._voters = config.voters
         self._voter_directories: dict[int, str] = {}  # id -> directory (kraft.version 1)
+        self._kraft_version = config.kraft_version
         self._dynamic_voters = config.kraft_version >= KRAFT_VERSION_DYNAMIC
+        # The offset of the KRaftVersionRecord that raised kraft.version to 1 in
+        # this log (`quorumctl features upgrade`), while it may still be truncated.
+        self._kraft_upgrade_offset: int | None = None
         self._voter_history = VoterSetHistory()
-        if self._dynamic_voters:
-            snapshot_id = log.snapshot_id
-            if snapshot_voters is not None and snapshot_id is not None:
-                self._voter_history.add(snapshot_id.end_offset - 1, snapshot_voters)
-            self._note_control_records(log.read(log.start_offset, 2**62))
-            self._refresh_voters()
+        snapshot_id = log.snapshot_id
+        if snapshot_voters is not None and snapshot_id is not None:
+            self._become_dynamic(None)  # only a kraft.version 1 snapshot carries voters
+            self._voter_history.add(snapshot_id.end_offset - 1, snapshot_voters)
+        self._note_control_records(log.read(log.start_offset, 2**62))
+        self._refresh_voters()
         snapshot = log.snapshot_id
         self.high_watermark = snapshot.end_offset if snapshot else 0
         self.flushed_end = log.end_offset
@@ -136,10 +142,21 @@ class NodeBase:
 
     # ------------------------------------------------------------ voter set
 
-    def _note_control_records(self, batches: tuple[Batch, ...]) -> None:
-        """Take the voter sets of VotersRecords just added to the log."""
+    @property
+    def kraft_version(self) -> int:
+        """The `kraft.version` in force: the formatted one, or 1 from the
+        KRaftVersionRecord (or a voter-carrying snapshot) in this node's log."""
+        return self._kraft_version
+
+    def _become_dynamic(self, offset: int | None) -> None:
         if not self._dynamic_voters:
-            return
+            self._dynamic_voters = True
+            self._kraft_version = KRAFT_VERSION_DYNAMIC
+            self._kraft_upgrade_offset = offset
+
+    def _note_control_records(self, batches: tuple[Batch, ...]) -> None:
+        """Take the voter sets of VotersRecords just added to the log, and the
+        kraft.version of a KRaftVersionRecord (the upgrade from static voters)."""
         changed = False
         latest = self._voter_history.latest()
         after = latest[0] if latest is not None else -1
@@ -148,7 +165,10 @@ class NodeBase:
                 continue
             for i, record in enumerate(batch.records):
                 offset = batch.base_offset + i
-                if offset > after and is_voters_record(record):
+                if is_kraft_version_record(record):
+                    if decode_kraft_version(record) >= KRAFT_VERSION_DYNAMIC:
+                        self._become_dynamic(offset)
+                elif self._dynamic_voters and offset > after and is_voters_record(record):
                     self._voter_history.add(offset, decode_voters(record))
                     changed = True
         if changed:
@@ -156,6 +176,15 @@ class NodeBase:
 
     def _voters_truncated(self, end_offset: int) -> None:
         """The log lost its entries from `end_offset`: an uncommitted change goes with them."""
+        upgrade = self._kraft_upgrade_offset
+        if upgrade is not None and end_offset <= upgrade:
+            # The uncommitted upgrade is gone: back to the static voters.
+            self._kraft_upgrade_offset = None
+            self._kraft_version = self.config.kraft_version
+            self._dynamic_voters = self._kraft_version >= KRAFT_VERSION_DYNAMIC
+            self._voter_history.truncate(end_offset)
+            self._refresh_voters()
+            return
         if self._dynamic_voters and len(self._voter_history):
             self._voter_history.truncate(end_offset)
             self._refresh_voters()
@@ -163,6 +192,13 @@ class NodeBase:
     def _voters_reset_to_snapshot(self, end_offset: int, voters: VoterSet | None) -> None:
         """The log was replaced by a snapshot ending at `end_offset`: its voter set
         is the snapshot's (or, if it carries none, what we had committed below it)."""
+        upgrade = self._kraft_upgrade_offset
+        if voters is not None:
+            self._become_dynamic(None)
+            self._kraft_upgrade_offset = None
+        elif upgrade is not None and upgrade >= end_offset:
+            self._voters_truncated(end_offset)  # our uncommitted upgrade went with the log
+            return
         if not self._dynamic_voters:
             return
         if voters is not None:

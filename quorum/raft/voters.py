@@ -26,6 +26,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 from quorum.raft.messages import ErrorCode
+from quorum.raft.records import Batch
 
 VOTERS_MAGIC = b"VR1"
 """Payload prefix of a VotersRecord (inside a control batch only)."""
@@ -118,11 +119,60 @@ def decode_voters(payload: bytes) -> VoterSet:
             )
             for item in body
         )
-    except (KeyError, TypeError, IndexError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, IndexError, ValueError, RecursionError) as exc:
         raise ValueError(f"malformed VotersRecord: {exc}") from exc
     if not voters or len({v.voter_id for v in voters}) != len(voters):
         raise ValueError("a VotersRecord needs distinct voters, at least one")
     return VoterSet(tuple(sorted(voters, key=lambda v: v.voter_id)))
+
+
+KRAFT_VERSION_MAGIC = b"KV1"
+"""Payload prefix of a KRaftVersionRecord (inside a control batch only)."""
+
+
+def is_kraft_version_record(payload: bytes) -> bool:
+    return payload.startswith(KRAFT_VERSION_MAGIC)
+
+
+def encode_kraft_version(version: int) -> bytes:
+    """The KRaftVersionRecord payload (Kafka's control record of the same name):
+    the `kraft.version` finalized from this offset on."""
+    return KRAFT_VERSION_MAGIC + str(version).encode()
+
+
+def decode_kraft_version(payload: bytes) -> int:
+    """Raises ValueError on anything that is not a KRaftVersionRecord this code supports."""
+    if not is_kraft_version_record(payload):
+        raise ValueError("not a KRaftVersionRecord")
+    text = payload[len(KRAFT_VERSION_MAGIC) :]
+    if text not in (b"0", b"1"):
+        raise ValueError(f"unsupported kraft.version {text[:20]!r}")
+    return int(text)
+
+
+def malformed_voters_record(batches: tuple[Batch, ...]) -> str | None:
+    """Why a fetch answer's VotersRecords do not decode (None when they all do).
+
+    Checked before any of the answer is appended: a record the core cannot read
+    must not reach the log, where every restart would trip over it again."""
+    for batch in batches:
+        if not batch.control:
+            continue
+        for i, record in enumerate(batch.records):
+            decode = (
+                decode_voters
+                if is_voters_record(record)
+                else decode_kraft_version
+                if is_kraft_version_record(record)
+                else None
+            )
+            if decode is not None:
+                try:
+                    decode(record)
+                except ValueError as err:
+                    kind = "VotersRecord" if decode is decode_voters else "KRaftVersionRecord"
+                    return f"{kind} at offset {batch.base_offset + i}: {err}"
+    return None
 
 
 class VoterSetHistory:

@@ -24,8 +24,10 @@ from quorum.controller.write_queue import NotController
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb
+from quorum.raft.voters import KRAFT_VERSION_DYNAMIC
 from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
+from quorum.server.kraft_upgrade import KRAFT_VERSION, KraftVersionChanges
 from quorum.server.voter_changes import VoterChanges
 
 T = TypeVar("T")
@@ -56,7 +58,7 @@ class ControllerCalls:
         access: AccessControl | None = None,
     ) -> None:
         self.controller = controller
-        self.addresses = addresses  # live: a VoterAddresses follows the voter set
+        self.addresses = addresses  # live: follows the voter set (voters added later too)
         self.access = access or open_access()
 
     async def check(self, context: Any, cluster_id: str) -> None:
@@ -167,6 +169,11 @@ class AdminServicer(api_grpc.AdminServicer):
         return await self._serve(context, request, self._c.allocate_producer_ids)
 
     async def UpdateFeatures(self, request: api.UpdateFeaturesRequest, context: Any) -> Any:
+        changes = self._voter_changes
+        if isinstance(changes, KraftVersionChanges) and any(
+            u.feature == KRAFT_VERSION for u in request.updates
+        ):  # the Raft layer's feature (KIP-853), not a metadata record
+            return await self._serve(context, request, changes.update_features)
         return await self._serve(context, request, self._c.update_features)
 
     async def UnregisterBroker(self, request: api.UnregisterBrokerRequest, context: Any) -> Any:
@@ -210,7 +217,22 @@ class AdminServicer(api_grpc.AdminServicer):
         return await self._serve(context, request, self._c.describe_acls)
 
     async def DescribeCluster(self, request: api.DescribeClusterRequest, context: Any) -> Any:
-        return await self._calls.serve(context, request, self._c.describe_cluster)
+        return await self._calls.serve(context, request, self._describe_cluster)
+
+    def _describe_cluster(self) -> api.DescribeClusterResponse:
+        """The image's features, with kraft.version as the Raft layer has it."""
+        reply = self._c.describe_cluster()
+        changes = self._voter_changes
+        if isinstance(changes, KraftVersionChanges):
+            kept = [f for f in reply.features if f.name != KRAFT_VERSION]
+            del reply.features[:]
+            reply.features.extend(kept)
+            if changes.kraft_version:
+                reply.features.add(name=KRAFT_VERSION, level=changes.kraft_version)
+            for supported in reply.supported_features:
+                if supported.name == KRAFT_VERSION:
+                    supported.max_level = KRAFT_VERSION_DYNAMIC
+        return reply
 
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Any) -> Any:
         await self._calls.check(context, request.cluster_id)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from quorum.gen import raft_pb2 as pb
 from quorum.raft.effects import Role
+from quorum.raft.voters import KRAFT_VERSION_DYNAMIC
 from quorum.server.driver import RaftDriver
 from quorum.server.leader_hint import wire_leader
 from quorum.server.transport import GrpcTransport
@@ -26,7 +27,7 @@ def describe_quorum(
         return -1 if ts is None else wall_ms - (now_ms - ts)
 
     voters = driver.core.voters
-    voter_set = driver.core.current_voter_set() if driver.config.kraft_version else None
+    voter_set = driver.core.current_voter_set() if driver.core.kraft_version else None
     if voter_set is not None:
         # kraft.version 1: a voter is reached where its record says (added or moved
         # at runtime: AddRaftVoter, UpdateRaftVoter).
@@ -45,6 +46,8 @@ def describe_quorum(
         leader_epoch=driver.epoch,
         voted_for=wire_leader(driver.voted_for),
         directory_id=directory_id,
+        kraft_version=driver.core.kraft_version,
+        max_kraft_version=KRAFT_VERSION_DYNAMIC,
         voter_addresses={v: addresses[v] for v in voters if v in addresses},
         high_watermark=driver.high_watermark,
         role=driver.role.value,

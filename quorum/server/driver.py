@@ -128,7 +128,7 @@ class RaftDriver(DriverSnapshots):
         )
         snapshot_voters = (
             self.snapshots.voters(snapshot_id)
-            if self.snapshots is not None and snapshot_id is not None and config.kraft_version
+            if self.snapshots is not None and snapshot_id is not None
             else None
         )
         self.core = RaftNode(
@@ -246,7 +246,7 @@ class RaftDriver(DriverSnapshots):
         judges what its requests are worth)."""
         core = self.core
         voters = core.voters
-        if not self.config.kraft_version or not core.voter_change_pending():
+        if not core.kraft_version or not core.voter_change_pending():
             return voters
         latest = core.latest_voter_change()
         previous = core.voter_set_at(latest[0]) if latest is not None else None
@@ -449,9 +449,12 @@ class RaftDriver(DriverSnapshots):
                 self._on_role_changed(effect)
             case FetchSnapshot():
                 self._spawn(self._fetch_snapshot(effect.leader_id, effect.snapshot_id))
-            case RequestRefused():
+            case RequestRefused() if effect.kind == EPOCH_JUMP:
                 line = f"claimed to come from node {effect.source}: {effect.reason}"
                 self.refusals.refuse(effect.request, EPOCH_JUMP, line, effect.source)
+            case RequestRefused():  # an answer we received, not a request to answer
+                line = f"answer of node {effect.source} not taken: {effect.reason}"
+                self.refusals.refuse(f"{effect.request}Response", effect.kind, line)
 
     def _send(self, destination: int, message: Message) -> None:
         if isinstance(message, RESPONSE_TYPES):

@@ -72,7 +72,7 @@ class DriverSnapshots:
         with self.poll_idle:
             records = capture()
         snapshots.running = True  # until the worker has written it, or failed
-        voters = self.core.voter_set_at(end_offset) if self.config.kraft_version else None
+        voters = self.core.voter_set_at(end_offset)  # None while the voters are static
         written = loop.run_in_executor(None, snapshots.write, snapshot_id, records, voters)
         task = asyncio.ensure_future(self._snapshot_written(snapshot_id, written))
         self._background.add(task)
@@ -134,6 +134,6 @@ class DriverSnapshots:
         if self._closed:
             return
         log.info("installed snapshot at offset %d from node %d", snapshot_id.end_offset, leader)
-        voters = snapshots.voters(snapshot_id) if self.config.kraft_version else None
+        voters = snapshots.voters(snapshot_id)  # None from a kraft.version 0 leader
         self.core.on_snapshot_installed(snapshot_id, self.clock(), voters)
         self._process()

@@ -28,6 +28,7 @@ import grpc
 
 from quorum.common import process
 from quorum.common.channels import ListenerError
+from quorum.common.config import BOOTSTRAP_SERVERS_KEY, bootstrap_ids
 from quorum.common.meta_properties import (
     StorageFormatError,
     check_directory,
@@ -50,12 +51,12 @@ from quorum.server.broker_servicer import add_servicers
 from quorum.server.controller_metrics import ControllerCollector, cancel
 from quorum.server.describe_quorum import describe_quorum
 from quorum.server.driver import RaftDriver
-from quorum.server.leader_hint import VoterAddresses
+from quorum.server.kraft_upgrade import KraftVersionChanges
 from quorum.server.listener_risk import listener_warning
 from quorum.server.metrics import MetricsServer
 from quorum.server.node_runtime import QuorumNode
 from quorum.server.poll_idle import PollIdleRatio
-from quorum.server.voter_changes import VoterChanges
+from quorum.server.voter_addresses import VoterAddresses
 from quorum.server.voter_identity import voter_identity
 from snapshots.errors import SnapshotCorruptionError
 from snapshots.policy import SnapshotPolicy
@@ -99,6 +100,14 @@ class ControllerProcess:
                 lambda topic_id: t.name if (t := image.topics_by_id.get(topic_id)) else None,
                 RateLimiter(config.admin_rate_per_client, config.admin_burst_per_client),
             )
+            kraft_version = read_kraft_version(config.metadata_log_dir)
+            bootstrap = dict(
+                zip(
+                    bootstrap_ids(len(config.bootstrap_servers)),
+                    config.bootstrap_servers,
+                    strict=True,
+                )
+            )
             raft_config = RaftConfig(
                 config.node_id,
                 frozenset(config.voters),
@@ -107,10 +116,14 @@ class ControllerProcess:
                 election_backoff_max_ms=config.election_backoff_max_ms,
                 fetch_max_wait_ms=config.fetch_max_wait_ms,
                 max_epoch_jump=config.max_epoch_jump,
-                kraft_version=read_kraft_version(config.metadata_log_dir),
+                kraft_version=kraft_version,
                 directory_id=directory_id,
+                bootstrap_ids=frozenset(bootstrap),
             )
-            peers = {node: endpoint.address() for node, endpoint in config.voters.items()}
+            peers = {
+                node: endpoint.address()
+                for node, endpoint in (*config.voters.items(), *bootstrap.items())
+            }
             self.node = QuorumNode(
                 raft_config,
                 config.listener.address(),
@@ -134,6 +147,15 @@ class ControllerProcess:
             self.node.driver.poll_idle = PollIdleRatio(
                 config.metrics_sample_window_ms / 1000, config.metrics_num_samples
             )
+            # The formatted version, or 1 found in the log (a runtime upgrade).
+            if config.bootstrap_servers and self.node.driver.core.kraft_version == 0:
+                raise StorageFormatError(
+                    f"{BOOTSTRAP_SERVERS_KEY} needs kraft.version 1 (the voters live in the log), "
+                    f"but {config.metadata_log_dir} is at kraft.version 0 (static "
+                    "controller.quorum.voters): format it with --standalone, "
+                    "--initial-controllers or --no-initial-controllers, or upgrade the "
+                    "cluster with `quorumctl features upgrade --feature kraft.version=1`"
+                )
         except BaseException:
             self.log_store.close()
             raise
@@ -168,7 +190,7 @@ class ControllerProcess:
             asyncio.ensure_future(self.controller.fence_expired_forever()),
             asyncio.ensure_future(self.controller.snapshot_forever()),
         ]
-        role = "voter" if self.config.is_voter else "observer"
+        role = "voter" if self.node.driver.core.is_voter else "observer"
         listener = self.config.listener
         risk = listener_warning(listener.host, listener.address(), self.config.tls)
         if risk is not None:
@@ -189,7 +211,9 @@ class ControllerProcess:
             security,
             self.config.listener.address(),
             metrics_at,
-            ",".join(f"{n}@{e.address()}" for n, e in sorted(self.config.voters.items())),
+            ",".join(f"{n}@{e.address()}" for n, e in sorted(self.config.voters.items()))
+            or "from the log, found through controller.quorum.bootstrap.servers "
+            + ",".join(e.address() for e in self.config.bootstrap_servers),
         )
         try:
             await self.stopping.wait()
@@ -215,7 +239,8 @@ class ControllerProcess:
         self.stopping.set()
 
     def _add_admin_services(self, server: grpc.aio.Server, driver: RaftDriver) -> list[str]:
-        addresses = {node: e.address() for node, e in self.config.voters.items()}
+        static = {node: e.address() for node, e in self.config.voters.items()}
+        addresses = VoterAddresses(static, driver.core.current_voter_set)
         self.controller = QuorumController(
             driver,
             self.image,
@@ -229,14 +254,18 @@ class ControllerProcess:
         )
         return add_servicers(
             server,
-            ControllerCalls(self.controller, VoterAddresses(addresses, driver), self.access),
+            ControllerCalls(self.controller, addresses, self.access),
             lambda include_digest: describe_quorum(
                 driver, addresses, include_digest, self.directory_id
             ),
             driver.read_snapshot_chunk,
-            VoterChanges(
+            KraftVersionChanges(
                 driver,
                 self.config.request_timeout_ms / 1000 * 5,
+                self.config.voters,
+                self.directory_id,
+                self.cluster_id,
+                self.config.tls,
                 voter_identity(self.config.voters, self.config.voter_principals, self.config.tls),
             ),
         )

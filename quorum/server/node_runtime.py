@@ -33,6 +33,7 @@ from quorum.server.quorum_log_servicer import QuorumLogServicer
 from quorum.server.raft_servicer import RaftQuorumServicer
 from quorum.server.standard_services_access import AuthorizeStandardServices
 from quorum.server.transport import GrpcTransport
+from quorum.server.voter_addresses import VoterAddresses
 from quorum.server.voter_identity import VoterIdentity
 from quorum.server.voter_updates import VoterUpdates
 from snapshots.api import SnapshotStore
@@ -67,7 +68,7 @@ class QuorumNode:
         advertised: str | None = None,
     ) -> None:
         others = {peer: addr for peer, addr in peers.items() if peer != config.node_id}
-        majority = len(config.voters) // 2 + 1
+        majority = max(len(config.voters), len(config.bootstrap_ids)) // 2 + 1
         self.transport = GrpcTransport(
             others,
             cluster_id,
@@ -88,7 +89,7 @@ class QuorumNode:
         )
         guards = [AuthorizeStandardServices(access)] if access is not None else []
         self.server = new_server(max_request_bytes, guards)
-        addresses = dict(peers)
+        addresses = VoterAddresses(peers, lambda: self.driver.core.current_voter_set())
         pb_grpc.add_RaftQuorumServicer_to_server(
             RaftQuorumServicer(
                 self.driver,

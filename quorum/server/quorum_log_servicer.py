@@ -42,7 +42,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
     ) -> None:
         self._driver = driver
         self._cluster_id = cluster_id
-        self._addresses = dict(addresses)
+        self._addresses = addresses  # live: voters added later are in it
         self._validate_record = validate_record
         self._access = access or open_access()
 

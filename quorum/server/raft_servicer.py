@@ -61,7 +61,7 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         self._access = access or open_access()
         self._cluster_id = cluster_id
         self._fetch_wait_s = fetch_max_wait_ms / 1000 + 1.0
-        self._addresses = dict(addresses)
+        self._addresses = addresses  # live: voters added later are in it
         self._node_address = node_address
         self._directory_id = directory_id
 
@@ -140,6 +140,9 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def _answer(self, context: Any, source: int, request: Message, wait_s: float) -> Any:
         answer = await self._driver.handle_request(source, request, wait_s)
         wire = to_proto(answer, self._cluster_id)
+        leader = self._driver.leader_id
+        if isinstance(wire, pb.FetchResponse) and leader is not None:
+            wire.leader_address = self._addresses.get(leader, "")
         error = getattr(answer, "error", ErrorCode.NONE)
         if error is not ErrorCode.NONE:
             reason = self._driver.refusals.reason_for(source)

@@ -1,12 +1,14 @@
 """Raft requests refused because their sender claims what it cannot be.
 
-Two kinds, counted in `quorum_raft_refused_requests_total{request,reason}` and
+Three kinds, counted in `quorum_raft_refused_requests_total{request,reason}` and
 logged at ERROR (rate-limited: a forger cannot fill the log):
 - `epoch_jump`: the core refused an epoch more than
   `controller.quorum.max.epoch.jump` above its last log entry (`RequestRefused`);
 - `identity`: under mTLS, the claimed voter id is not the one bound to the
   peer's certificate (`quorum.server.voter_identity`).
-Either is a forged or misconfigured peer, never normal operation: an operator
+- `malformed_record` (request `FetchResponse`): a fetch answer held a
+  VotersRecord or KRaftVersionRecord that does not decode; none of it was kept.
+Any is a forged or misconfigured peer, never normal operation: an operator
 alerts on any increase.
 """
 

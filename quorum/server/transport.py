@@ -24,6 +24,7 @@ import grpc
 from google.protobuf.message import Message as ProtoMessage
 
 from quorum.common.channels import exchange, open_channel
+from quorum.common.config import ConfigError, host_port
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc
@@ -86,6 +87,9 @@ def call_failure(err: grpc.aio.AioRpcError) -> str:
     if "reset" in details:
         return "connection reset"
     return err.code().name
+
+
+MAX_ADDRESS_CHARS = 300  # a host name (255) and a port, with room for brackets
 
 
 class GrpcTransport:
@@ -168,6 +172,8 @@ class GrpcTransport:
             self._note_unreachable(destination, "no answer in time")
             return
         self._note_reachable(destination)
+        if isinstance(reply, pb.FetchResponse):
+            self._learn_leader_address(reply)
         answer = from_proto(reply)
         if getattr(answer, "epoch", 0) > MAX_EPOCH:
             log.warning("node %d answered with epoch %d; ignored", destination, answer.epoch)
@@ -281,7 +287,7 @@ class GrpcTransport:
         """kraft.version 1: a voter not in controller.quorum.voters is reached at
         the endpoint the voter set in force gives it (its VotersRecord)."""
         driver = self.driver
-        if driver is None or not driver.config.kraft_version:
+        if driver is None or not driver.core.kraft_version:
             return False
         voter = driver.core.current_voter_set().voter(peer)
         if voter is None or not voter.endpoints:
@@ -294,6 +300,26 @@ class GrpcTransport:
         self._addresses[peer] = address
         log.info("reaching voter %d at %s (from the voter set in the log)", peer, address)
         return True
+
+    def _learn_leader_address(self, reply: pb.FetchResponse) -> None:
+        """KIP-853: a node that found the quorum through its bootstrap servers
+        knows no voter's address; a fetch answer names where its leader listens."""
+        leader, address = reply.leader_id, reply.leader_address
+        me = self.driver.config.node_id if self.driver is not None else None
+        if leader < 0 or leader == me or not address or leader in self._stubs:
+            return
+        try:
+            if len(address) > MAX_ADDRESS_CHARS:
+                raise ConfigError("leader_address", "too long")
+            host_port("leader_address", address)
+        except ConfigError:
+            log.warning("node answered with a leader address that is no host:port; ignored")
+            return
+        channel = open_channel(address, self._reconnect_backoff_max_ms, self._tls)
+        self._channels[leader] = channel
+        self._stubs[leader] = pb_grpc.RaftQuorumStub(channel)
+        self._addresses[leader] = address
+        log.info("reaching leader %d at %s (named by a fetch answer)", leader, address)
 
     def peer_address(self, peer: int) -> str:
         return self._addresses.get(peer, "")

@@ -23,6 +23,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="kraft.version 1: add and remove voters (observers are the ones to add)",
     )
+    parser.add_argument(
+        "--kraft-upgrade",
+        action="store_true",
+        help="start at kraft.version 0 and upgrade to 1 first (then as --membership)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every fault/election")
     args = parser.parse_args(argv)
     failures = 0
@@ -34,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             voters=args.voters,
             observers=args.observers,
             membership=args.membership,
+            kraft_upgrade=args.kraft_upgrade,
             fault_ms=args.fault_ms,
             trace=print if args.verbose else None,
         )

@@ -108,6 +108,7 @@ class Simulation(OperatorActions):
         trace: Callable[[str], None] | None = None,
         forger: bool = False,
         membership: bool = False,
+        kraft_upgrade: bool = False,
     ) -> None:
         self.seed = seed
         self.mix = mix
@@ -146,7 +147,10 @@ class Simulation(OperatorActions):
         self.max_epoch_gap = 0
         # KIP-853: with `membership`, the nodes run kraft.version 1 and a client
         # adds and removes voters (observers are the nodes to add) during the faults.
-        self.membership = membership
+        self.membership = membership or kraft_upgrade
+        # With `kraft_upgrade` the nodes start at kraft.version 0 and the operator's
+        # first voter change is the upgrade to 1 (`upgrade_kraft_version`).
+        self.kraft_upgrade = kraft_upgrade
         self.voter_changes = 0
         self.voter_changes_committed = 0
         self.voter_changes_refused: dict[str, int] = {}
@@ -159,6 +163,8 @@ class Simulation(OperatorActions):
             if self.membership
             else ""
         )
+        if self.kraft_upgrade:
+            extra += " --kraft-upgrade"
         if self.fault_ms != 8000:
             extra += f" --fault-ms {self.fault_ms}"
         return f"python -m quorum.sim --seed {self.seed} --mix {self.mix.name}{extra}"
@@ -192,7 +198,8 @@ class Simulation(OperatorActions):
         self.invariants.epochs.on_epoch(node.node_id, state.epoch)
         rng = random.Random(self.rng.getrandbits(32))
         if self.membership:
-            config = RaftConfig(node.node_id, self.voters, kraft_version=KRAFT_VERSION_DYNAMIC)
+            version = 0 if self.kraft_upgrade else KRAFT_VERSION_DYNAMIC
+            config = RaftConfig(node.node_id, self.voters, kraft_version=version)
             node.core = self.node_factory(
                 config, rng, self.local_ms(node), state, log, snapshot_voters=node.snapshot_voters
             )

@@ -22,7 +22,13 @@ from quorum.raft.messages import (
 )
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.records import Batch
-from quorum.raft.voters import Voter, VoterChangeRefused, decode_voters, is_voters_record
+from quorum.raft.voters import (
+    Voter,
+    VoterChangeRefused,
+    VoterSet,
+    decode_voters,
+    is_voters_record,
+)
 from quorum.sim.faults import FaultMix
 from quorum.sim.invariants import Invariants
 
@@ -110,7 +116,11 @@ class OperatorActions:
         spare = sorted(set(self.nodes) - set(voters))
         now = self.local_ms(node)
         try:
-            if spare and (len(voters) < 2 or self.rng.random() < 0.5):
+            if core.kraft_version == 0:
+                static = VoterSet(tuple(Voter(v, f"dir-{v}") for v in sorted(self.voters)))
+                result = core.upgrade_kraft_version(static, now)
+                what = "upgrade kraft.version to 1"
+            elif spare and (len(voters) < 2 or self.rng.random() < 0.5):
                 added = self.rng.choice(spare)
                 result = core.add_voter(Voter(added, f"dir-{added}"), now)
                 what = f"add voter {added}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,8 @@ from controller_cluster import BIN, Cluster, Proc, free_port
 ZONES = ("zone-a", "zone-b", "zone-c")
 MOUNTS = ("/etc/kraft-quorum", "/var/run/kraft-quorum", "/var/lib/kraft-quorum", "/tmp")
 TLS_MOUNT = "/etc/kraft-quorum-tls"
+# The controllers' optional bootstrap ConfigMap (the initial voters; install renders only).
+BOOTSTRAP_MOUNT = "/etc/kraft-quorum-bootstrap"
 # (the scripts name no path under /tmp; HOME points the pod's /tmp there instead)
 
 
@@ -66,7 +69,7 @@ class Rewrite:
         self.pod = pod
         self.broker_domain = domain.replace(name("controller"), name("broker"), 1)
         self.pairs: list[tuple[str, str]] = [
-            (m, str(pod.path(m))) for m in (*MOUNTS[:3], TLS_MOUNT)
+            (m, str(pod.path(m))) for m in (*MOUNTS[:3], TLS_MOUNT, BOOTSTRAP_MOUNT)
         ]
         for c in controllers:
             self.pairs.append((f"{c.name}.{domain}:{role_port}", f"127.0.0.1:{c.port}"))
@@ -146,6 +149,15 @@ def materialise(pod: Pod, rewrite: Rewrite, rendered: Rendered) -> None:
         rendered.controllers if pod.name.startswith(name("controller")) else rendered.brokers
     )
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+    if "bootstrap" in volumes:  # optional: the ConfigMap's files when it is rendered
+        bootstrap = pod.path(BOOTSTRAP_MOUNT)
+        shutil.rmtree(bootstrap, ignore_errors=True)
+        bootstrap.mkdir(parents=True)
+        wanted = volumes["bootstrap"]["configMap"]["name"]
+        for doc in rendered.docs:
+            if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == wanted:
+                for key, text in doc["data"].items():
+                    (bootstrap / key).write_text(rewrite(text))
     if "tls" in volumes:
         files = rendered.tls_secrets[volumes["tls"]["secret"]["secretName"]]
         pod.path(TLS_MOUNT).mkdir(parents=True, exist_ok=True)
@@ -154,12 +166,12 @@ def materialise(pod: Pod, rewrite: Rewrite, rendered: Rendered) -> None:
 
 
 def run_init(c: Doc, env: dict[str, str], rewrite: Rewrite) -> subprocess.CompletedProcess[str]:
-    command = [rewrite(part) for part in [*c["command"], *c["args"]]]
+    command = [rewrite(part) for part in [*c["command"], *c.get("args", [])]]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
 
 def start_main(c: Doc, env: dict[str, str], rewrite: Rewrite, log: Path) -> subprocess.Popen[bytes]:
-    command = [rewrite(part) for part in [*c["command"], *c["args"]]]
+    command = [rewrite(part) for part in [*c["command"], *c.get("args", [])]]
     watch(log)
     with log.open("ab") as out:
         return subprocess.Popen(

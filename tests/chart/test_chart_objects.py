@@ -47,8 +47,15 @@ def env_of(c: Doc) -> dict[str, Any]:
 def node_ids(statefulset: Doc) -> list[int]:
     """node.id of each pod: the init script's NODE_ID_BASE + the pod ordinal."""
     init = container(statefulset, "format", init=True)
-    assert 'echo "node.id=$((NODE_ID_BASE + ordinal))"' in init["args"][0]
-    assert 'ordinal="${POD_NAME##*-}"' in init["args"][0]
+    if "args" in init:  # the brokers' inline script
+        assert 'echo "node.id=$((NODE_ID_BASE + ordinal))"' in init["args"][0]
+        script = init["args"][0]
+    else:  # the controllers' script from the ConfigMap (files/controller_format.sh)
+        assert init["command"][-1] == "/etc/kraft-quorum/controller_format.sh"
+        script = (CHART / "files" / "controller_format.sh").read_text()
+        assert "node_id=$((NODE_ID_BASE + ordinal))" in script
+        assert script.count('echo "node.id=$node_id"') == 3  # every branch
+    assert 'ordinal="${POD_NAME##*-}"' in script
     base = int(env_of(init)["NODE_ID_BASE"])
     return [base + ordinal for ordinal in range(statefulset["spec"]["replicas"])]
 
@@ -156,9 +163,14 @@ def test_cluster_id_reaches_the_format_step(default_docs: list[Doc]) -> None:
         init = container(one(default_docs, "StatefulSet", name(role)), "format", init=True)
         ref = env_of(init)["CLUSTER_ID"]["secretKeyRef"]
         assert ref == {"name": secret["metadata"]["name"], "key": "cluster.id"}
+        script = (
+            init["args"][0]
+            if "args" in init
+            else (CHART / "files" / "controller_format.sh").read_text()
+        )
         assert (
             'quorumctl storage format --ignore-formatted --cluster-id "$CLUSTER_ID" '
-            '--config "$config"' in init["args"][0]
+            '--config "$config"' in script
         )
 
 
@@ -341,3 +353,41 @@ def test_brokers_do_not_auto_create_topics_in_production(default_docs: list[Doc]
     ] == "true"  # fmt: skip
     with pytest.raises(AssertionError, match="set by the chart itself"):
         render({"brokers": {"config": {"auto.create.topics.enable": "true"}}})
+
+
+@pytest.mark.parametrize("replicas", [3, 5])
+def test_install_bootstraps_the_initial_voters_with_stable_directory_ids(replicas: int) -> None:
+    """`helm install` renders the bootstrap ConfigMap (--initial-controllers) that the
+    controllers' init container mounts, optional, and the voter-change Jobs as hooks."""
+    from quorum.cli.storage import directory_id_problem
+
+    docs = render({"controllers": {"replicas": replicas}})
+    bootstrap = one(docs, "ConfigMap", name("bootstrap"))["data"]["initial-controllers"]
+    voters = properties(config_map(docs)["controller.properties"])["controller.quorum.voters"]
+    entries = bootstrap.split(",")
+    assert [e.rpartition(":")[0] for e in entries] == voters.split(",")
+    directory_ids = [e.rpartition(":")[2] for e in entries]
+    assert len(set(directory_ids)) == replicas
+    assert all(directory_id_problem(d) is None for d in directory_ids), directory_ids
+    again = one(render({"controllers": {"replicas": replicas}}), "ConfigMap", name("bootstrap"))
+    assert again["data"]["initial-controllers"] == bootstrap  # the same in every render
+    sts = one(docs, "StatefulSet", name("controller"))
+    volume = next(v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "bootstrap")
+    assert volume["configMap"] == {"name": name("bootstrap"), "optional": True}
+    init = container(sts, "format", init=True)
+    assert {"name": "KRAFT_VERSION", "value": "1"} in init["env"]
+    assert "bootstrap" in {m["name"] for m in init["volumeMounts"]}
+    assert "bootstrap" not in {m["name"] for m in container(sts, "controller")["volumeMounts"]}
+    annotations = sts["metadata"]["annotations"]
+    assert annotations["kraft-quorum/kraft-version"] == "1"
+    assert annotations["kraft-quorum/initial-voter-ids"] == ",".join(
+        str(n) for n in range(1, replicas + 1)
+    )
+    hooks = {
+        d["metadata"]["name"]: d["metadata"]["annotations"]["helm.sh/hook"]
+        for d in of_kind(docs, "Job")
+    }
+    assert hooks == {
+        name("voters-remove"): "pre-upgrade",
+        name("voters-reconcile"): "post-install,post-upgrade",
+    }

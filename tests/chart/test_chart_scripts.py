@@ -12,7 +12,7 @@ from chart_render import CHART, NAMESPACE
 from kube_api_double import kube_api
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from controller_cluster import free_port
+from controller_cluster import BIN, free_port
 
 FILES = CHART / "files"
 
@@ -62,3 +62,24 @@ def test_a_node_label_is_printed() -> None:
         )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "r7\n"
+
+
+def test_the_voter_change_jobs_give_up_clearly_without_a_quorum() -> None:
+    """Nothing answers: the Job (and an observer's init step) fails with the reason
+    after its deadline, and changes nothing; the kubelet or the Job retries it."""
+    env = {
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "QUORUMCTL_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+        "VOTERS_DEADLINE_S": "0",
+    }
+    job = run("voters.py", "reconcile", "--voters", f"1@127.0.0.1:{free_port()}", env=env)
+    assert job.returncode == 1, job.stdout + job.stderr
+    assert "gave up after 0s: no active controller answered" in job.stderr
+    retire = run("voters.py", "retire", "--node-id", "2", "--directory-id", "x", env=env)
+    assert retire.returncode == 1
+    assert "gave up after 0s: no active controller answered" in retire.stderr
+
+
+def test_voter_change_usage() -> None:
+    assert run("voters.py", "retire", "--node-id", "2").returncode == 2
+    assert run("voters.py", "reconcile").returncode == 2

@@ -85,4 +85,4 @@ def test_bad_initial_controllers_are_refused_and_nothing_is_written(tmp_path: Pa
         f"1@127.0.0.1:9093:{good}",
         "--no-initial-controllers",
     )
-    assert both.returncode == 1 and "not both" in both.stderr
+    assert both.returncode == 1 and "not allowed with argument" in both.stderr, both.stderr

@@ -325,6 +325,35 @@ def test_a_standby_controller_answers_not_controller_with_the_active_address(
     cluster.wait_until(lambda: "orders" in [t.name for t in run(read()).topics], 10, "standby read")
 
 
+def test_the_client_follows_not_controller_and_reuses_its_stub_per_controller(
+    cluster: Cluster, orders: api.CreatableTopicResult
+) -> None:
+    """Bootstrapped at a standby, the client's first write is refused NOT_CONTROLLER
+    and goes on to the active controller; further calls reuse that controller's
+    stub (a stub is built once per channel, not per call)."""
+    view = cluster.wait_for_leader()
+    standby = next(p for i, p in cluster.procs.items() if i != view.leader_id)
+    active = cluster.procs[view.leader_id].address
+
+    async def go() -> list[Any]:
+        client = AdminClient([standby.address], cluster.cluster_id)
+        stubs = []
+        try:
+            for _ in range(3):
+                request = api.CreateTopicsRequest(
+                    validate_only=True, topics=[api.CreatableTopic(name="stub-reuse")]
+                )
+                reply = await client.admin("CreateTopics", request, deadline_s=10)
+                assert reply.topics[0].error.error_code == 0, reply
+                stubs.append(client._stubs[(api_grpc.AdminStub, active)])
+            return stubs
+        finally:
+            await client.close()
+
+    first, *others = run(go())
+    assert all(stub is first for stub in others)
+
+
 def test_configs_acls_producer_ids_and_features_round_trip(
     cluster: Cluster, brokers: dict[int, int]
 ) -> None:

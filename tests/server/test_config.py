@@ -151,7 +151,7 @@ def test_known_keys_are_split_into_kafkas_and_ours() -> None:
         "controller.quorum.max.epoch.jump",
         "controller.quorum.voter.principals",
     }
-    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 37 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
+    assert len(KNOWN_KEYS) == len(set(KNOWN_KEYS)) == 38 + len(LIMIT_PROPERTIES)  # 5 TLS, 3 auth
 
 
 def test_as_properties_lists_every_key_and_parses_back_equal() -> None:

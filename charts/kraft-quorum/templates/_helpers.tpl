@@ -72,6 +72,15 @@ app.kubernetes.io/component: {{ .role }}
 {{- join "," $voters -}}
 {{- end -}}
 
+{{/* controller.quorum.voters of the controllers (of the brokers: `kraft-quorum.voters`, every replica). */}}
+{{- define "kraft-quorum.controllerVoters" -}}
+{{- if eq (include "kraft-quorum.kraftVersion" .) "1" -}}
+{{- include "kraft-quorum.initialVoters" . -}}
+{{- else -}}
+{{- include "kraft-quorum.voters" . -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The controllers' node ids, comma-separated (recorded on the StatefulSet). */}}
 {{- define "kraft-quorum.voterIds" -}}
 {{- $ids := list -}}
@@ -79,6 +88,15 @@ app.kubernetes.io/component: {{ .role }}
 {{- $ids = append $ids (add (int $.Values.controllers.nodeIdBase) $i) -}}
 {{- end -}}
 {{- join "," $ids -}}
+{{- end -}}
+
+{{/* The ids in the controllers' controller.quorum.voters: the initial voters (kraft.version 1), else every replica. */}}
+{{- define "kraft-quorum.staticVoterIds" -}}
+{{- if eq (include "kraft-quorum.kraftVersion" .) "1" -}}
+{{- include "kraft-quorum.initialVoterIds" . -}}
+{{- else -}}
+{{- include "kraft-quorum.voterIds" . -}}
+{{- end -}}
 {{- end -}}
 
 {{/* host:port of every controller, for QUORUMCTL_BOOTSTRAP. */}}
@@ -178,20 +196,94 @@ topologySpreadConstraints:
 {{- end -}}
 
 {{/*
-An upgrade may not change the voter set: the voters are static
-(controller.quorum.voters), and pods rolled onto a new set while others still run
-the old one can each find a majority, so two leaders could be elected in one
-epoch. The installed set is read from the controllers' StatefulSet.
+The controllers' StatefulSet as installed (empty at install and under `helm template`).
+*/}}
+{{- define "kraft-quorum.installedControllers" -}}
+{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "kraft-quorum.controllerName" .) -}}
+{{- if $sts -}}{{- toYaml (default (dict) $sts.metadata.annotations) -}}{{- end -}}
+{{- end -}}
+
+{{/*
+"1" when the voters live in the metadata log (KIP-853, kraft.version 1): every
+release installed by this chart version, and upgrades of one (its StatefulSet
+carries kraft-quorum/kraft-version). "0" for a release installed by an older
+chart (static controller.quorum.voters, kept as they were).
+*/}}
+{{- define "kraft-quorum.kraftVersion" -}}
+{{- $installed := include "kraft-quorum.installedControllers" . | fromYaml -}}
+{{- if or (not $installed) (eq (index $installed "kraft-quorum/kraft-version" | default "") "1") -}}1{{- else -}}0{{- end -}}
+{{- end -}}
+
+{{/*
+The node ids of the voters the release was installed with (formatted with
+--initial-controllers): kept from the installed StatefulSet across upgrades, so
+controller.properties (and the pods) do not change when the voter set does.
+*/}}
+{{- define "kraft-quorum.initialVoterIds" -}}
+{{- $installed := include "kraft-quorum.installedControllers" . | fromYaml -}}
+{{- $kept := "" -}}
+{{- if $installed -}}
+{{- $kept = index $installed "kraft-quorum/initial-voter-ids" | default (index $installed "kraft-quorum/voter-ids") | default "" -}}
+{{- end -}}
+{{- default (include "kraft-quorum.voterIds" .) $kept -}}
+{{- end -}}
+
+{{/*
+The directory id an initial voter is formatted with (call with (dict "root" $ "id" N)):
+derived from the cluster id and node id, so every initial controller writes the
+same VotersRecord without talking to the others. A controller formatted later
+(a new one, or a lost volume) draws a random one, which tells it from the original.
+*/}}
+{{- define "kraft-quorum.directoryId" -}}
+{{- $hash := sha256sum (printf "kraft-quorum/directory/%s/%d" (include "kraft-quorum.clusterId" .root) (int .id)) -}}
+{{- $tail := dict "0" "A" "1" "Q" "2" "g" "3" "w" "4" "A" "5" "Q" "6" "g" "7" "w" "8" "A" "9" "Q" "a" "g" "b" "w" "c" "A" "d" "Q" "e" "g" "f" "w" -}}
+{{- printf "%s%s" (substr 0 21 $hash) (index $tail (substr 21 22 $hash)) -}}
+{{- end -}}
+
+{{/* id@host:port of voter id N (call with (dict "root" $ "id" N)). */}}
+{{- define "kraft-quorum.voterEndpoint" -}}
+{{- $c := .root.Values.controllers -}}
+{{- printf "%d@%s:%d" (int .id) (include "kraft-quorum.controllerHost" (dict "root" .root "ordinal" (sub (int .id) (int $c.nodeIdBase)))) (int $c.port) -}}
+{{- end -}}
+
+{{/* controller.quorum.voters of the controllers: the initial voters (kraft.version 1). */}}
+{{- define "kraft-quorum.initialVoters" -}}
+{{- $root := . -}}
+{{- $voters := list -}}
+{{- range $id := splitList "," (include "kraft-quorum.initialVoterIds" .) -}}
+{{- $voters = append $voters (include "kraft-quorum.voterEndpoint" (dict "root" $root "id" $id)) -}}
+{{- end -}}
+{{- join "," $voters -}}
+{{- end -}}
+
+{{/* `quorumctl storage format --initial-controllers`: id@host:port:directory-id of each initial voter. */}}
+{{- define "kraft-quorum.initialControllers" -}}
+{{- $root := . -}}
+{{- $voters := list -}}
+{{- range $id := splitList "," (include "kraft-quorum.initialVoterIds" .) -}}
+{{- $voters = append $voters (printf "%s:%s" (include "kraft-quorum.voterEndpoint" (dict "root" $root "id" $id)) (include "kraft-quorum.directoryId" (dict "root" $root "id" $id))) -}}
+{{- end -}}
+{{- join "," $voters -}}
+{{- end -}}
+
+{{/*
+What an upgrade may change of the voters. kraft.version 1: replicas (3 <-> 5) through
+the voter-change Jobs (templates/voters-jobs.yaml), but not nodeIdBase, which would
+renumber every voter at once. A release of an older chart (static voters): nothing,
+since pods rolled onto a new static set while others still run the old one could
+elect two leaders; it keeps the voters it was installed with.
 */}}
 {{- define "kraft-quorum.checkVoterChange" -}}
-{{- if not .Values.controllers.allowVoterChange -}}
-{{- $sts := lookup "apps/v1" "StatefulSet" .Release.Namespace (include "kraft-quorum.controllerName" .) -}}
-{{- if $sts -}}
-{{- $old := index (default (dict) $sts.metadata.annotations) "kraft-quorum/voter-ids" | default "" -}}
+{{- $installed := include "kraft-quorum.installedControllers" . | fromYaml -}}
+{{- if $installed -}}
+{{- $old := index $installed "kraft-quorum/voter-ids" | default "" -}}
 {{- $new := include "kraft-quorum.voterIds" . -}}
-{{- if and $old (ne $old $new) -}}
-{{- fail (printf "controllers: this upgrade would change the voter set from node ids %s to %s. The voters are static (controller.quorum.voters); changing them on a running quorum needs dynamic membership (KIP-853), which this version does not have: pods rolled onto the new set while others still run the old one could elect two leaders. Keep controllers.replicas and controllers.nodeIdBase as installed, or set controllers.allowVoterChange=true after stopping every controller" $old $new) -}}
+{{- $initial := index $installed "kraft-quorum/initial-voter-ids" | default "" -}}
+{{- if and $initial (ne (int (first (splitList "," $initial))) (int .Values.controllers.nodeIdBase)) -}}
+{{- fail (printf "controllers.nodeIdBase=%d: the controllers were installed with node ids from %s; changing the base would renumber every voter at once. Voters are added and removed one at a time: keep nodeIdBase and change controllers.replicas" (int .Values.controllers.nodeIdBase) (first (splitList "," $initial))) -}}
 {{- end -}}
+{{- if and $old (not $initial) (ne $old $new) (not .Values.controllers.allowVoterChange) -}}
+{{- fail (printf "controllers: this upgrade would change the voter set from node ids %s to %s. This release was installed by an older chart with static voters (controller.quorum.voters, kraft.version 0); changing them on a running quorum needs dynamic membership (KIP-853, kraft.version 1), which a release installed by this chart has, but an upgrade of kraft.version is not supported yet: pods rolled onto the new set while others still run the old one could elect two leaders. Keep controllers.replicas and controllers.nodeIdBase as installed, or set controllers.allowVoterChange=true after stopping every controller" $old $new) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
@@ -284,12 +376,12 @@ needs no flags.
 {{- end }}
 {{- end -}}
 
-{{/* Every voter id bound to the controllers' certificate (controller.quorum.voter.principals). */}}
+{{/* Every static voter id bound to the controllers' certificate (controller.quorum.voter.principals). */}}
 {{- define "kraft-quorum.voterPrincipals" -}}
-{{- $c := .Values.controllers -}}
+{{- $ids := splitList "," (include "kraft-quorum.staticVoterIds" .) -}}
 {{- $entries := list -}}
-{{- range $i := until (int $c.replicas) -}}
-{{- $entries = append $entries (printf "%d@%s" (add (int $c.nodeIdBase) $i) $.Values.tls.controllerPrincipal) -}}
+{{- range $id := $ids -}}
+{{- $entries = append $entries (printf "%d@%s" (int $id) $.Values.tls.controllerPrincipal) -}}
 {{- end -}}
 {{- join ";" $entries -}}
 {{- end -}}
