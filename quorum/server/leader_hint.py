@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from quorum.server.driver import RaftDriver
+from quorum.server.voter_addresses import endpoint_address
 
 
 def wire_leader(leader_id: int | None) -> int:
@@ -25,39 +26,12 @@ def leader_hint(
 
 
 def voter_address(driver: RaftDriver, node_id: int) -> str | None:
-    """kraft.version 1: where the voter set in force says `node_id` listens (it
-    may have been added or moved at runtime, which no static file knows)."""
-    if not driver.config.kraft_version:
+    """kraft.version 1 (formatted, or upgraded at runtime): where the voter set
+    in force says `node_id` listens (it may have been added or moved at
+    runtime, which no static file knows)."""
+    if not driver.core.kraft_version:
         return None
     voter = driver.core.current_voter_set().voter(node_id)
     if voter is None or not voter.endpoints:
         return None
-    return f"{voter.endpoints[0].host}:{voter.endpoints[0].port}"
-
-
-class VoterAddresses(Mapping[int, str]):
-    """The controllers' addresses as clients should be sent to them:
-    controller.quorum.voters, overridden by the voter set in force."""
-
-    def __init__(self, static: Mapping[int, str], driver: RaftDriver) -> None:
-        self._static = dict(static)
-        self._driver = driver
-
-    def _current(self) -> dict[int, str]:
-        current = dict(self._static)
-        if self._driver.config.kraft_version:
-            for voter in self._driver.core.current_voter_set().voters:
-                address = voter_address(self._driver, voter.voter_id)
-                if address:
-                    current[voter.voter_id] = address
-        return current
-
-    def __getitem__(self, node_id: int) -> str:
-        address = voter_address(self._driver, node_id)
-        return address if address else self._static[node_id]
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._current())
-
-    def __len__(self) -> int:
-        return len(self._current())
+    return endpoint_address(voter.endpoints[0])
