@@ -40,6 +40,7 @@ from quorum.raft.records import SnapshotId
 from quorum.rpc.wire_errors import wire_error
 from quorum.server.driver import RaftDriver
 from quorum.server.raft_proto import from_proto, to_proto
+from quorum.server.voter_addresses import endpoint_address
 from quorum.server.wire_checks import MAX_EPOCH
 from snapshots.api import SnapshotChunk
 
@@ -251,7 +252,7 @@ class GrpcTransport:
         """KIP-853's replica keys: a fetch says which directory it comes from, a
         vote request which directory the voter set names for its receiver."""
         driver = self.driver
-        if driver is None or not driver.config.kraft_version:
+        if driver is None or not driver.core.kraft_version:
             return
         if isinstance(wire, pb.FetchRequest):
             wire.replica_directory_id = driver.core.config.directory_id
@@ -263,13 +264,12 @@ class GrpcTransport:
         """kraft.version 1: a voter whose endpoint in the voter set in force moved
         (UpdateRaftVoter) is reached at the new one from now on."""
         driver = self.driver
-        if driver is None or not driver.config.kraft_version or peer not in self._addresses:
+        if driver is None or not driver.core.kraft_version or peer not in self._addresses:
             return
         voter = driver.core.current_voter_set().voter(peer)
         if voter is None or not voter.endpoints:
             return
-        endpoint = voter.endpoints[0]
-        if f"{endpoint.host}:{endpoint.port}" == self._addresses[peer]:
+        if endpoint_address(voter.endpoints[0]) == self._addresses[peer]:
             return
         call = self._fetch_calls.pop(peer, None)
         if call is not None:
@@ -292,8 +292,7 @@ class GrpcTransport:
         voter = driver.core.current_voter_set().voter(peer)
         if voter is None or not voter.endpoints:
             return False
-        endpoint = voter.endpoints[0]
-        address = f"{endpoint.host}:{endpoint.port}"
+        address = endpoint_address(voter.endpoints[0])
         channel = open_channel(address, self._reconnect_backoff_max_ms, self._tls)
         self._channels[peer] = channel
         self._stubs[peer] = pb_grpc.RaftQuorumStub(channel)

@@ -59,8 +59,9 @@ class VoterUpdates:
             # Peers cannot dial a wildcard: only an address named for this node
             # (its entry in controller.quorum.voters) may replace its entry.
             return
-        if self._driver.config.kraft_version >= KRAFT_VERSION_DYNAMIC:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        # Run at kraft.version 0 too: `quorumctl features upgrade` raises it at
+        # runtime, and the entries must follow without a restart (`_once`).
+        self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -95,8 +96,10 @@ class VoterUpdates:
                 self._note(f"{type(err).__name__}: {err}")
 
     async def _once(self) -> None:
-        wanted = self.wanted()
         driver = self._driver
+        if driver.core.kraft_version < KRAFT_VERSION_DYNAMIC:
+            return
+        wanted = self.wanted()
         if wanted is None or driver.core.voter_change_pending():
             return
         if driver.role is Role.LEADER:
