@@ -297,7 +297,9 @@ def settled_lists(assigned: list[list[int]], partitions: int) -> bool:
     return sorted(flat) == list(range(partitions)) and enough
 
 
-def failover_in_processes(cluster: Cluster, members: int, processes: int) -> None:
+def failover_in_processes(
+    cluster: Cluster, members: int, processes: int, profile_dir: Path | None = None
+) -> None:
     """The coordinator failover with the members spread over `processes` child
     processes (bench/group_members.py), aiokafka's default fetch wait: the same
     measurement as `failover`, read from the children's wall clocks."""
@@ -328,6 +330,8 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
         proc = cluster.brokers[coordinator]
         assert proc.popen is not None
         partition = partition_for(group, OFFSETS_PARTITIONS)
+        survivors = {b: p for b, p in cluster.brokers.items() if b != coordinator and p.popen}
+        window = FailoverWindow(survivors, [c.popen.pid for c in children], profile_dir)
         started = time.time()
         proc.popen.send_signal(signal.SIGKILL)
         proc.popen.wait(10)
@@ -364,6 +368,7 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
             },
             load_average=round(os.getloadavg()[0], 1),
         )
+        window.report(members, done - started)
         cluster.start_brokers(coordinator)
         cluster.wait_until(
             lambda: all(r["State"] == "ONLINE" for r in ctl_json(cluster, "brokers", "list")),
@@ -373,6 +378,84 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
     finally:
         for child in children:
             child.stop()
+
+
+REQUESTS = "quorum_broker_kafka_requests_total"
+REQUEST_SECONDS = "quorum_broker_kafka_request_seconds_sum"
+
+
+def per_api(values: dict[str, float], name: str) -> dict[str, float]:
+    """{api: value} of a metric labelled by api (summed over its other labels)."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if key.startswith(name + "{"):
+            api = re.search(r'api="([^"]+)"', key)
+            if api:
+                out[api.group(1)] = out.get(api.group(1), 0.0) + value
+    return out
+
+
+class FailoverWindow:
+    """What the surviving brokers did from the kill to the end of a failover: their
+    requests by API (count, and handling seconds from the request metrics), their CPU
+    and the member processes' CPU, and (with a profile directory) a py-spy profile of
+    each survivor, so the window's time can be told apart by where it went."""
+
+    def __init__(self, survivors: dict[int, Proc], member_pids: list[int], out: Path | None):
+        self.survivors = survivors
+        self.member_pids = member_pids
+        self.metrics = {b: p.metrics() for b, p in survivors.items()}
+        self.cpu = {b: process_cpu_s(p.popen.pid) for b, p in survivors.items() if p.popen}
+        self.members_cpu = sum(process_cpu_s(pid) for pid in member_pids)
+        self.profilers: list[subprocess.Popen[bytes]] = []
+        py_spy = Path(sys.executable).parent / "py-spy"
+        if out is not None and py_spy.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            for b, p in survivors.items():
+                assert p.popen is not None
+                command = [str(py_spy), "record", "--pid", str(p.popen.pid), "--format", "raw",
+                           "--output", str(out / f"broker-{b}-failover.txt"), "--duration", "20",
+                           "--rate", "100", "--nonblocking"]  # fmt: skip
+                self.profilers.append(
+                    subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                )
+
+    def report(self, members: int, seconds: float) -> None:
+        for b, p in self.survivors.items():
+            assert p.popen is not None
+            now = p.metrics()
+            counts, before = per_api(now, REQUESTS), per_api(self.metrics[b], REQUESTS)
+            spent, spent_before = (
+                per_api(now, REQUEST_SECONDS),
+                per_api(self.metrics[b], REQUEST_SECONDS),
+            )
+            requests = {
+                api: {
+                    "count": int(n - before.get(api, 0)),
+                    "handler_s": round(spent.get(api, 0) - spent_before.get(api, 0), 2),
+                }
+                for api, n in sorted(counts.items(), key=lambda kv: before.get(kv[0], 0) - kv[1])
+                if n > before.get(api, 0)
+            }
+            emit(
+                measurement="failover_window_broker",
+                members=members,
+                broker=b,
+                seconds=round(seconds, 3),
+                cpu_s=round(process_cpu_s(p.popen.pid) - self.cpu[b], 2),
+                requests=requests,
+            )
+        emit(
+            measurement="failover_window_members",
+            members=members,
+            processes=len(self.member_pids),
+            cpu_s=round(sum(process_cpu_s(pid) for pid in self.member_pids) - self.members_cpu, 2),
+            seconds=round(seconds, 3),
+            load_average=[round(x, 1) for x in os.getloadavg()],
+        )
+        for profiler in self.profilers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(30)
 
 
 SENTINEL_OFFSET = 0x0123456789ABCDEF
@@ -537,7 +620,14 @@ def main() -> None:
         default=1,
         help="over 1: only the failover, members spread over this many processes",
     )
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="with --member-processes: py-spy profiles of the surviving brokers over the "
+        "failover (collapsed stacks), when py-spy is installed",
+    )
     args = parser.parse_args()
+    profile_dir = args.profile_dir
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as root:
         say("starting three controllers and three brokers")
         with groups_cluster(Path(root)) as cluster:
@@ -549,7 +639,7 @@ def main() -> None:
             for size in (int(s) for s in args.members.split(",") if s):
                 say(f"{size} members")
                 if args.member_processes > 1:
-                    failover_in_processes(cluster, size, args.member_processes)
+                    failover_in_processes(cluster, size, args.member_processes, profile_dir)
                     continue
                 pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen}
                 before = {b: process_cpu_s(pid) for b, pid in pids.items()}
