@@ -45,6 +45,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -264,11 +265,20 @@ async def failover(cluster: Cluster, group: str, consumers: list[Any], members: 
 class MemberProcess:
     """One bench/group_members.py child: some of the group's members."""
 
-    def __init__(self, cluster: Cluster, topic: str, group: str, count: int, wait_ms: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        group: str,
+        count: int,
+        wait_ms: int,
+        debug_log: Path | None = None,
+    ) -> None:
+        log = ["--debug-log", str(debug_log)] if debug_log is not None else []
         self.popen = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve().parent / "group_members.py"),
              "--bootstrap", bootstrap(cluster), "--topic", topic, "--group", group,
-             "--count", str(count), "--fetch-wait-ms", str(wait_ms)],
+             "--count", str(count), "--fetch-wait-ms", str(wait_ms), *log],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
 
@@ -308,7 +318,13 @@ def failover_in_processes(
              "--replication-factor", "3")  # fmt: skip
     wait_for_topic_everywhere(cluster, topic)
     counts = [members // processes + (i < members % processes) for i in range(processes)]
-    children = [MemberProcess(cluster, topic, group, n, 500) for n in counts]
+    # With a profile directory, the first child's aiokafka log is kept there too.
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    logs = [
+        profile_dir / "members-0.log" if profile_dir and i == 0 else None for i in range(processes)
+    ]
+    children = [MemberProcess(cluster, topic, group, n, 500, logs[i]) for i, n in enumerate(counts)]
     try:
         for child in children:
             child.ask("ready")
@@ -332,7 +348,7 @@ def failover_in_processes(
         partition = partition_for(group, OFFSETS_PARTITIONS)
         survivors = {b: p for b, p in cluster.brokers.items() if b != coordinator and p.popen}
         window = FailoverWindow(survivors, [c.popen.pid for c in children], profile_dir)
-        started = time.time()
+        started = window.marks["killed"] = time.time()
         proc.popen.send_signal(signal.SIGKILL)
         proc.popen.wait(10)
         elected = -1.0
@@ -341,7 +357,7 @@ def failover_in_processes(
             with contextlib.suppress(OSError):
                 leader = offsets_leader(cluster, partition)
             if leader >= 0 and leader != coordinator:
-                elected = time.time()
+                elected = window.marks["elected"] = time.time()
                 break
             time.sleep(0.02)
         while time.time() < started + 180:
@@ -352,12 +368,14 @@ def failover_in_processes(
             time.sleep(0.05)
         else:
             raise TimeoutError("members never moved to the new coordinator")
-        done = time.time()
+        done = window.marks["done"] = time.time()
         after = sorted(t - elected for t in moved)
         emit(
             measurement="coordinator_failover_s",
             members=members,
             member_processes=processes,
+            killed=coordinator,
+            killed_at=time.strftime("%H:%M:%S", time.localtime(started)) + f"{started % 1:.3f}"[1:],
             seconds=round(done - started, 3),
             leader_elected_s=round(elected - started, 3),
             after_election_s=round(done - elected, 3),
@@ -378,6 +396,14 @@ def failover_in_processes(
     finally:
         for child in children:
             child.stop()
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 REQUESTS = "quorum_broker_kafka_requests_total"
@@ -407,6 +433,11 @@ class FailoverWindow:
         self.metrics = {b: p.metrics() for b, p in survivors.items()}
         self.cpu = {b: process_cpu_s(p.popen.pid) for b, p in survivors.items() if p.popen}
         self.members_cpu = sum(process_cpu_s(pid) for pid in member_pids)
+        self.samples: list[tuple[float, float, float, float]] = []
+        self.marks: dict[str, float] = {}
+        self._sampling = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
         self.profilers: list[subprocess.Popen[bytes]] = []
         py_spy = Path(sys.executable).parent / "py-spy"
         if out is not None and py_spy.exists():
@@ -420,7 +451,49 @@ class FailoverWindow:
                     subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 )
 
+    def _sample(self) -> None:
+        """Every 0.2 s: (wall time, survivors' CPU, members' CPU, the machine's busy
+        CPU), all in seconds, for the cores each used in each phase of the failover."""
+        pids = [p.popen.pid for p in self.survivors.values() if p.popen]
+        while not self._sampling.is_set():
+            with contextlib.suppress(OSError):
+                self.samples.append(
+                    (
+                        time.time(),
+                        sum(process_cpu_s(pid) for pid in pids),
+                        sum(process_cpu_s(pid) for pid in self.member_pids),
+                        machine_busy_s(),
+                    )
+                )
+            self._sampling.wait(0.2)
+
+    def cores(self, start: float, end: float) -> dict[str, float]:
+        """Cores used between two wall times by the survivors, the members, and
+        everything else on the machine (controllers, the bench, other work)."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, b0, m0, all0), (t1, b1, m1, all1) = inside[0], inside[-1]
+        span = max(t1 - t0, 1e-9)
+        brokers, members = (b1 - b0) / span, (m1 - m0) / span
+        return {
+            "survivors": round(brokers, 2),
+            "members": round(members, 2),
+            "rest": round((all1 - all0) / span - brokers - members, 2),
+        }
+
     def report(self, members: int, seconds: float) -> None:
+        self._sampling.set()
+        self._sampler.join()
+        killed, elected, done = (self.marks.get(k, 0.0) for k in ("killed", "elected", "done"))
+        emit(
+            measurement="failover_window_cores",
+            members=members,
+            kill_to_election=self.cores(killed, elected),
+            election_to_done=self.cores(elected, done),
+            machine_cores=os.cpu_count(),
+            load_average=[round(x, 1) for x in os.getloadavg()],
+        )
         for b, p in self.survivors.items():
             assert p.popen is not None
             now = p.metrics()
