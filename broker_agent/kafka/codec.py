@@ -128,6 +128,10 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     of answers that repeat (`REPEATING_ANSWERS`) are encoded once each: kio's
     writer costs tens of microseconds per entity, and a coordinator sends the same
     few OffsetCommit and Heartbeat answers thousands of times a second."""
+    if isinstance(response, EncodedBody):
+        body = response.body
+        tail = _header_tail(response.response_class.__header_schema__)
+        return _SIZE_AND_CORRELATION.pack(4 + len(tail) + len(body), correlation_id) + tail + body
     cls = type(response)
     if cls.__api_key__ in REPEATING_ANSWERS:
         try:
@@ -144,6 +148,20 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 # partition, error code and version): small, so a bounded cache of them is cheap.
 REPEATING_ANSWERS = frozenset({8, 12})  # OffsetCommit, Heartbeat
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBody:
+    """A response whose body was encoded before (`encode_body`): answers built
+    once from the metadata image and sent many times (`answer_cache.py`)."""
+
+    response_class: Any
+    body: bytes
+
+
+def encode_body(response: Any) -> bytes:
+    """A response body's bytes, without the header: what `EncodedBody` carries."""
+    return _encode_entity(response)
 
 
 def _encode_entity(entity: Any) -> bytes:
