@@ -450,6 +450,14 @@ class FailoverWindow:
                 self.profilers.append(
                     subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 )
+            # And one member process (the second: the first may keep a DEBUG log).
+            member = member_pids[min(1, len(member_pids) - 1)]
+            command = [str(py_spy), "record", "--pid", str(member), "--format", "raw",
+                       "--output", str(out / "members-1-failover.txt"), "--duration", "20",
+                       "--rate", "100", "--nonblocking"]  # fmt: skip
+            self.profilers.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
 
     def _sample(self) -> None:
         """Every 0.2 s: (wall time, survivors' CPU, members' CPU, the machine's busy
