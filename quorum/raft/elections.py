@@ -142,12 +142,22 @@ class Elections(NodeBase):
         return (last_epoch, last_offset) >= (mine.epoch, mine.offset)
 
     def _leader_is_live(self, now: int) -> bool:
+        """Whether this node still hears its leader (or leads): it then refuses
+        votes. A follower whose fetch is within one park of its request timeout
+        does not: it will suspect the leader itself before a live leader could
+        answer, so it grants the voter that suspected a moment sooner, instead
+        of sending it back to wait for the next pre-vote round."""
         state = self.state
         if isinstance(state, LeaderState):
             return True
-        return isinstance(state, FollowerState) and state.leader_is_live(
-            now, self.config.fetch_timeout_ms
-        )
+        if not isinstance(state, FollowerState):
+            return False
+        sent = state.fetch_sent_at
+        config = self.config
+        overdue = config.request_timeout_ms - config.voter_fetch_wait_ms
+        if sent is not None and now - sent >= overdue:
+            return False
+        return state.leader_is_live(now, config.fetch_timeout_ms)
 
     def _epoch_out_of_reach(self, source: int, request: str, epoch: int) -> bool:
         """True, with a `RequestRefused` effect, when a request's `epoch` lies more
@@ -189,7 +199,12 @@ class Elections(NodeBase):
         up_to_date = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
         if req.pre_vote:
             # A pre-vote changes nothing here, whatever its epoch.
-            return req.candidate_epoch > self.epoch and up_to_date and not self._leader_is_live(now)
+            live = self._leader_is_live(now)
+            if req.candidate_epoch > self.epoch and not up_to_date and not live:
+                self._run_first(now)
+            if isinstance(self.state, ProspectiveState) and self._yields_to(req):
+                return False  # two at once: only the lower id gets the other's pre-vote
+            return req.candidate_epoch > self.epoch and up_to_date and not live
         if req.candidate_epoch < self.epoch:
             return False
         if req.candidate_epoch > self.epoch:
@@ -205,6 +220,24 @@ class Elections(NodeBase):
         vote = self._unattached(self.epoch, req.candidate_id, now)
         self._transition(Trigger.VOTE_GRANTED, vote, now)
         return True
+
+    def _yields_to(self, req: VoteRequest) -> bool:
+        """Two voters that lost the leader at the same moment pre-vote at once; if
+        each granted the other, both would become candidates and split the vote
+        (costing a whole election timeout). Between equal logs the lower id wins."""
+        mine = self.log.end_offset_and_epoch()
+        same_log = (req.last_offset_epoch, req.last_offset) == (mine.epoch, mine.offset)
+        return same_log and req.candidate_id > self._me
+
+    def _run_first(self, now: int) -> None:
+        """A voter whose log is behind ours asked for a pre-vote while we too have
+        stopped hearing the leader: it cannot have our vote, and we can have its,
+        so we pre-vote now rather than after our stagger (the more caught-up
+        follower under writes would otherwise wait for it)."""
+        state = self.state
+        if isinstance(state, FollowerState) and self.may_campaign:
+            state.last_leader_contact = NEVER
+            state.deadline = min(state.deadline, now)
 
     # ------------------------------------------------------- begin/end epoch
 
