@@ -143,21 +143,19 @@ class Elections(NodeBase):
 
     def _leader_is_live(self, now: int) -> bool:
         """Whether this node still hears its leader (or leads): it then refuses
-        votes. A follower whose fetch is within one park of its request timeout
-        does not: it will suspect the leader itself before a live leader could
-        answer, so it grants the voter that suspected a moment sooner, instead
-        of sending it back to wait for the next pre-vote round."""
+        votes. A follower that has not heard it for its request timeout less one
+        park does not: it would suspect the leader itself before a live leader
+        could answer, so it grants the voter that suspected a moment sooner (its
+        own fetch may have gone out later, after a slow flush) instead of
+        sending it back to wait for the next pre-vote round."""
         state = self.state
         if isinstance(state, LeaderState):
             return True
         if not isinstance(state, FollowerState):
             return False
-        sent = state.fetch_sent_at
         config = self.config
-        overdue = config.request_timeout_ms - config.voter_fetch_wait_ms
-        if sent is not None and now - sent >= overdue:
-            return False
-        return state.leader_is_live(now, config.fetch_timeout_ms)
+        heard_within = config.request_timeout_ms - config.voter_fetch_wait_ms
+        return state.leader_is_live(now, min(config.fetch_timeout_ms, heard_within))
 
     def _epoch_out_of_reach(self, source: int, request: str, epoch: int) -> bool:
         """True, with a `RequestRefused` effect, when a request's `epoch` lies more
@@ -202,7 +200,7 @@ class Elections(NodeBase):
             live = self._leader_is_live(now)
             if req.candidate_epoch > self.epoch and not up_to_date and not live:
                 self._run_first(now)
-            if isinstance(self.state, ProspectiveState) and self._yields_to(req):
+            if self._yields_to(req):
                 return False  # two at once: only the lower id gets the other's pre-vote
             return req.candidate_epoch > self.epoch and up_to_date and not live
         if req.candidate_epoch < self.epoch:
@@ -224,7 +222,11 @@ class Elections(NodeBase):
     def _yields_to(self, req: VoteRequest) -> bool:
         """Two voters that lost the leader at the same moment pre-vote at once; if
         each granted the other, both would become candidates and split the vote
-        (costing a whole election timeout). Between equal logs the lower id wins."""
+        (costing a whole election timeout). Between equal logs the lower id wins,
+        unless the other already refused us: then only it can still win."""
+        state = self.state
+        if not isinstance(state, ProspectiveState) or req.candidate_id in state.votes.rejected:
+            return False
         mine = self.log.end_offset_and_epoch()
         same_log = (req.last_offset_epoch, req.last_offset) == (mine.epoch, mine.offset)
         return same_log and req.candidate_id > self._me

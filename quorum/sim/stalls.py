@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from quorum.raft.effects import Role
 from quorum.raft.node import RaftNode
 from quorum.sim.cluster import NodeFactory, Simulation
-from quorum.sim.faults import MIXES
+from quorum.sim.faults import MIXES, FaultMix
 
 STALL_TOLERATED_MS = 1000
 ISOLATION_BOUND_MS = 1100
 SETTLE_MS = 3000  # after the fault, as bench/partition_failover.py waits
 WARM_UP_MS = 3000
+# A loaded machine: fsyncs of up to 400 ms, so the followers' fetch clocks drift
+# apart (one waits for its flush while the other fetches).
+SLOW_DISKS = FaultMix("slow-disks", max_flush_ms=400.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +47,11 @@ class StallOutcome:
     leader_changes: int  # leaders elected from the pause to the end of the settle time
 
 
-def _started(seed: int, writes: bool, factory: NodeFactory) -> tuple[Simulation, int]:
+def _started(
+    seed: int, writes: bool, factory: NodeFactory, slow_disks: bool = False
+) -> tuple[Simulation, int]:
     """A calm cluster after its warm-up, and its leader (one with a committed epoch)."""
-    sim = Simulation(seed, MIXES["calm"], node_factory=factory)
+    sim = Simulation(seed, SLOW_DISKS if slow_disks else MIXES["calm"], node_factory=factory)
     for node in sim.nodes.values():
         sim._start_node(node)
     if writes:
@@ -73,9 +78,15 @@ def _committed_leader(sim: Simulation, besides: int | None = None) -> int | None
     return None
 
 
-def stall(seed: int, pause_ms: int, writes: bool, factory: NodeFactory = RaftNode) -> StallOutcome:
+def stall(
+    seed: int,
+    pause_ms: int,
+    writes: bool,
+    factory: NodeFactory = RaftNode,
+    slow_disks: bool = False,
+) -> StallOutcome:
     """Pause the leader for `pause_ms`, resume it, let the cluster settle."""
-    sim, leader = _started(seed, writes, factory)
+    sim, leader = _started(seed, writes, factory, slow_disks)
     elections = sim.elections
     resume = sim.now_us + pause_ms * 1000
     sim.paused_until[leader] = resume
@@ -83,10 +94,12 @@ def stall(seed: int, pause_ms: int, writes: bool, factory: NodeFactory = RaftNod
     return StallOutcome(seed, pause_ms, writes, leader, sim.elections - elections)
 
 
-def isolation_ms(seed: int, writes: bool, factory: NodeFactory = RaftNode) -> float | None:
+def isolation_ms(
+    seed: int, writes: bool, factory: NodeFactory = RaftNode, slow_disks: bool = False
+) -> float | None:
     """Cut the leader off, silently: ms until another leader committed its epoch
     (None if none did within three times the bound)."""
-    sim, leader = _started(seed, writes, factory)
+    sim, leader = _started(seed, writes, factory, slow_disks)
     sim.silent_cuts = True
     for other in sim.nodes:
         if other != leader:
@@ -104,17 +117,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--seeds", type=int, default=100)
     parser.add_argument("--pause-ms", default="600,900,1000,1200")
+    parser.add_argument("--slow-disks", action="store_true", help="fsyncs of up to 400 ms")
     args = parser.parse_args(argv)
+    slow = args.slow_disks
     seeds = range(args.seed, args.seed + args.seeds)
     for pause_ms in (int(ms) for ms in args.pause_ms.split(",")):
         for writes in (False, True):
-            changed = sum(stall(s, pause_ms, writes).leader_changes > 0 for s in seeds)
+            outcomes = [stall(s, pause_ms, writes, slow_disks=slow) for s in seeds]
+            changed = sum(outcome.leader_changes > 0 for outcome in outcomes)
             print(
                 f"stall {pause_ms} ms, {'writes' if writes else 'idle'}: "
                 f"leader changed in {changed} of {len(seeds)} seeds"
             )
     for writes in (False, True):
-        found = [isolation_ms(s, writes) for s in seeds]
+        found = [isolation_ms(s, writes, slow_disks=slow) for s in seeds]
         took = sorted(ms for ms in found if ms is not None)
         missing = len(found) - len(took)
         summary = f"median {took[len(took) // 2]:.0f} ms, max {took[-1]:.0f} ms" if took else ""
