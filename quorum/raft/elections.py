@@ -211,7 +211,10 @@ class Elections(NodeBase):
             new = self._unattached(req.candidate_epoch, None, now)
             self._transition(Trigger.HIGHER_EPOCH, new, now)
         if self.voted_for is not None:
-            return self.voted_for == req.candidate_id
+            # The same candidate again, but only with a log as good as ours: the
+            # vote may have been cast on a forged request that claimed its name
+            # and a log it does not have.
+            return self.voted_for == req.candidate_id and up_to_date
         unattached = self.role in (Role.UNATTACHED, Role.PROSPECTIVE)
         if self.leader_id is not None or not unattached or not up_to_date:
             return False

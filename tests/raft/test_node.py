@@ -413,6 +413,25 @@ def test_a_voter_asked_by_one_behind_it_runs_at_once() -> None:
     assert follower.role is Role.PROSPECTIVE
 
 
+def test_a_vote_cast_on_a_forged_request_does_not_carry_a_stale_candidate() -> None:
+    """A forged Vote claims voter 2's name and a log as good as ours: the vote
+    binds for the epoch. The real voter 2, behind us, asking in that epoch does
+    not get it (the simulator's forger found seeds where it was elected and cut
+    committed entries)."""
+    log = RaftLog()
+    log.append(Batch(0, 1, (b"x",), 0))
+    voter = node(3, QuorumStateData(1, None, None), log)
+    voter.on_message(2, VoteRequest(2, 2, 1, 1, pre_vote=False), 3000)
+    assert voter.voted_for == 2
+    voter.poll(3000)
+    voter.on_message(2, VoteRequest(2, 2, 0, 0, pre_vote=False), 3001)
+    (answer,) = sent(voter.poll(3001), VoteResponse)
+    assert not answer.message.vote_granted
+    voter.on_message(2, VoteRequest(2, 2, 1, 1, pre_vote=False), 3002)
+    (answer,) = sent(voter.poll(3002), VoteResponse)
+    assert answer.message.vote_granted
+
+
 def test_an_unreachable_report_alone_does_not_unseat_a_leader_others_still_hear() -> None:
     cluster = InstantCluster(voters=3, seed=2)
     leader = cluster.elect()
