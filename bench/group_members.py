@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 import time
 from typing import Any
@@ -93,7 +94,16 @@ def main() -> None:
     parser.add_argument("--group", required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--fetch-wait-ms", type=int, default=500)
-    asyncio.run(serve(parser.parse_args()))
+    parser.add_argument("--debug-log", help="aiokafka's DEBUG log to this file (diagnosis)")
+    args = parser.parse_args()
+    if args.debug_log:
+        logging.basicConfig(
+            filename=args.debug_log,
+            level=logging.DEBUG,
+            format="%(asctime)s.%(msecs)03d %(name)s %(levelname)s %(message)s",
+            datefmt="%H:%M:%S",
+        )
+    asyncio.run(serve(args))
 
 
 if __name__ == "__main__":

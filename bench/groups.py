@@ -45,6 +45,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -264,11 +265,20 @@ async def failover(cluster: Cluster, group: str, consumers: list[Any], members: 
 class MemberProcess:
     """One bench/group_members.py child: some of the group's members."""
 
-    def __init__(self, cluster: Cluster, topic: str, group: str, count: int, wait_ms: int) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        group: str,
+        count: int,
+        wait_ms: int,
+        debug_log: Path | None = None,
+    ) -> None:
+        log = ["--debug-log", str(debug_log)] if debug_log is not None else []
         self.popen = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve().parent / "group_members.py"),
              "--bootstrap", bootstrap(cluster), "--topic", topic, "--group", group,
-             "--count", str(count), "--fetch-wait-ms", str(wait_ms)],
+             "--count", str(count), "--fetch-wait-ms", str(wait_ms), *log],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
 
@@ -297,7 +307,9 @@ def settled_lists(assigned: list[list[int]], partitions: int) -> bool:
     return sorted(flat) == list(range(partitions)) and enough
 
 
-def failover_in_processes(cluster: Cluster, members: int, processes: int) -> None:
+def failover_in_processes(
+    cluster: Cluster, members: int, processes: int, profile_dir: Path | None = None
+) -> None:
     """The coordinator failover with the members spread over `processes` child
     processes (bench/group_members.py), aiokafka's default fetch wait: the same
     measurement as `failover`, read from the children's wall clocks."""
@@ -306,7 +318,13 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
              "--replication-factor", "3")  # fmt: skip
     wait_for_topic_everywhere(cluster, topic)
     counts = [members // processes + (i < members % processes) for i in range(processes)]
-    children = [MemberProcess(cluster, topic, group, n, 500) for n in counts]
+    # With a profile directory, the first child's aiokafka log is kept there too.
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    logs = [
+        profile_dir / "members-0.log" if profile_dir and i == 0 else None for i in range(processes)
+    ]
+    children = [MemberProcess(cluster, topic, group, n, 500, logs[i]) for i, n in enumerate(counts)]
     try:
         for child in children:
             child.ask("ready")
@@ -328,7 +346,9 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
         proc = cluster.brokers[coordinator]
         assert proc.popen is not None
         partition = partition_for(group, OFFSETS_PARTITIONS)
-        started = time.time()
+        survivors = {b: p for b, p in cluster.brokers.items() if b != coordinator and p.popen}
+        window = FailoverWindow(survivors, [c.popen.pid for c in children], profile_dir)
+        started = window.marks["killed"] = time.time()
         proc.popen.send_signal(signal.SIGKILL)
         proc.popen.wait(10)
         elected = -1.0
@@ -337,7 +357,7 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
             with contextlib.suppress(OSError):
                 leader = offsets_leader(cluster, partition)
             if leader >= 0 and leader != coordinator:
-                elected = time.time()
+                elected = window.marks["elected"] = time.time()
                 break
             time.sleep(0.02)
         while time.time() < started + 180:
@@ -348,12 +368,14 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
             time.sleep(0.05)
         else:
             raise TimeoutError("members never moved to the new coordinator")
-        done = time.time()
+        done = window.marks["done"] = time.time()
         after = sorted(t - elected for t in moved)
         emit(
             measurement="coordinator_failover_s",
             members=members,
             member_processes=processes,
+            killed=coordinator,
+            killed_at=time.strftime("%H:%M:%S", time.localtime(started)) + f"{started % 1:.3f}"[1:],
             seconds=round(done - started, 3),
             leader_elected_s=round(elected - started, 3),
             after_election_s=round(done - elected, 3),
@@ -364,6 +386,7 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
             },
             load_average=round(os.getloadavg()[0], 1),
         )
+        window.report(members, done - started)
         cluster.start_brokers(coordinator)
         cluster.wait_until(
             lambda: all(r["State"] == "ONLINE" for r in ctl_json(cluster, "brokers", "list")),
@@ -373,6 +396,147 @@ def failover_in_processes(cluster: Cluster, members: int, processes: int) -> Non
     finally:
         for child in children:
             child.stop()
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+REQUESTS = "quorum_broker_kafka_requests_total"
+REQUEST_SECONDS = "quorum_broker_kafka_request_seconds_sum"
+
+
+def per_api(values: dict[str, float], name: str) -> dict[str, float]:
+    """{api: value} of a metric labelled by api (summed over its other labels)."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        if key.startswith(name + "{"):
+            api = re.search(r'api="([^"]+)"', key)
+            if api:
+                out[api.group(1)] = out.get(api.group(1), 0.0) + value
+    return out
+
+
+class FailoverWindow:
+    """What the surviving brokers did from the kill to the end of a failover: their
+    requests by API (count, and handling seconds from the request metrics), their CPU
+    and the member processes' CPU, and (with a profile directory) a py-spy profile of
+    each survivor, so the window's time can be told apart by where it went."""
+
+    def __init__(self, survivors: dict[int, Proc], member_pids: list[int], out: Path | None):
+        self.survivors = survivors
+        self.member_pids = member_pids
+        self.metrics = {b: p.metrics() for b, p in survivors.items()}
+        self.cpu = {b: process_cpu_s(p.popen.pid) for b, p in survivors.items() if p.popen}
+        self.members_cpu = sum(process_cpu_s(pid) for pid in member_pids)
+        self.samples: list[tuple[float, float, float, float]] = []
+        self.marks: dict[str, float] = {}
+        self._sampling = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        self.profilers: list[subprocess.Popen[bytes]] = []
+        py_spy = Path(sys.executable).parent / "py-spy"
+        if out is not None and py_spy.exists():
+            out.mkdir(parents=True, exist_ok=True)
+            for b, p in survivors.items():
+                assert p.popen is not None
+                command = [str(py_spy), "record", "--pid", str(p.popen.pid), "--format", "raw",
+                           "--output", str(out / f"broker-{b}-failover.txt"), "--duration", "20",
+                           "--rate", "100", "--nonblocking"]  # fmt: skip
+                self.profilers.append(
+                    subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                )
+            # And one member process (the second: the first may keep a DEBUG log).
+            member = member_pids[min(1, len(member_pids) - 1)]
+            command = [str(py_spy), "record", "--pid", str(member), "--format", "raw",
+                       "--output", str(out / "members-1-failover.txt"), "--duration", "20",
+                       "--rate", "100", "--nonblocking"]  # fmt: skip
+            self.profilers.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+
+    def _sample(self) -> None:
+        """Every 0.2 s: (wall time, survivors' CPU, members' CPU, the machine's busy
+        CPU), all in seconds, for the cores each used in each phase of the failover."""
+        pids = [p.popen.pid for p in self.survivors.values() if p.popen]
+        while not self._sampling.is_set():
+            with contextlib.suppress(OSError):
+                self.samples.append(
+                    (
+                        time.time(),
+                        sum(process_cpu_s(pid) for pid in pids),
+                        sum(process_cpu_s(pid) for pid in self.member_pids),
+                        machine_busy_s(),
+                    )
+                )
+            self._sampling.wait(0.2)
+
+    def cores(self, start: float, end: float) -> dict[str, float]:
+        """Cores used between two wall times by the survivors, the members, and
+        everything else on the machine (controllers, the bench, other work)."""
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, b0, m0, all0), (t1, b1, m1, all1) = inside[0], inside[-1]
+        span = max(t1 - t0, 1e-9)
+        brokers, members = (b1 - b0) / span, (m1 - m0) / span
+        return {
+            "survivors": round(brokers, 2),
+            "members": round(members, 2),
+            "rest": round((all1 - all0) / span - brokers - members, 2),
+        }
+
+    def report(self, members: int, seconds: float) -> None:
+        self._sampling.set()
+        self._sampler.join()
+        killed, elected, done = (self.marks.get(k, 0.0) for k in ("killed", "elected", "done"))
+        emit(
+            measurement="failover_window_cores",
+            members=members,
+            kill_to_election=self.cores(killed, elected),
+            election_to_done=self.cores(elected, done),
+            machine_cores=os.cpu_count(),
+            load_average=[round(x, 1) for x in os.getloadavg()],
+        )
+        for b, p in self.survivors.items():
+            assert p.popen is not None
+            now = p.metrics()
+            counts, before = per_api(now, REQUESTS), per_api(self.metrics[b], REQUESTS)
+            spent, spent_before = (
+                per_api(now, REQUEST_SECONDS),
+                per_api(self.metrics[b], REQUEST_SECONDS),
+            )
+            requests = {
+                api: {
+                    "count": int(n - before.get(api, 0)),
+                    "handler_s": round(spent.get(api, 0) - spent_before.get(api, 0), 2),
+                }
+                for api, n in sorted(counts.items(), key=lambda kv: before.get(kv[0], 0) - kv[1])
+                if n > before.get(api, 0)
+            }
+            emit(
+                measurement="failover_window_broker",
+                members=members,
+                broker=b,
+                seconds=round(seconds, 3),
+                cpu_s=round(process_cpu_s(p.popen.pid) - self.cpu[b], 2),
+                requests=requests,
+            )
+        emit(
+            measurement="failover_window_members",
+            members=members,
+            processes=len(self.member_pids),
+            cpu_s=round(sum(process_cpu_s(pid) for pid in self.member_pids) - self.members_cpu, 2),
+            seconds=round(seconds, 3),
+            load_average=[round(x, 1) for x in os.getloadavg()],
+        )
+        for profiler in self.profilers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(30)
 
 
 SENTINEL_OFFSET = 0x0123456789ABCDEF
@@ -537,7 +701,14 @@ def main() -> None:
         default=1,
         help="over 1: only the failover, members spread over this many processes",
     )
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        help="with --member-processes: py-spy profiles of the surviving brokers over the "
+        "failover (collapsed stacks), when py-spy is installed",
+    )
     args = parser.parse_args()
+    profile_dir = args.profile_dir
     with tempfile.TemporaryDirectory(prefix="bench-groups-") as root:
         say("starting three controllers and three brokers")
         with groups_cluster(Path(root)) as cluster:
@@ -549,7 +720,7 @@ def main() -> None:
             for size in (int(s) for s in args.members.split(",") if s):
                 say(f"{size} members")
                 if args.member_processes > 1:
-                    failover_in_processes(cluster, size, args.member_processes)
+                    failover_in_processes(cluster, size, args.member_processes, profile_dir)
                     continue
                 pids = {b: p.popen.pid for b, p in cluster.brokers.items() if p.popen}
                 before = {b: process_cpu_s(pid) for b, pid in pids.items()}

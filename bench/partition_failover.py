@@ -31,6 +31,7 @@ Faults, each measured the same way on both:
   over 5 s, beside the same without the fault.
 
     .venv/bin/python bench/partition_failover.py [--runs 5] [--systems quorum,etcd]
+        [--stalls 600,900,1000,1200]
 
 One JSON object per measurement on stdout (median, min, max over the runs);
 progress on stderr.
@@ -53,6 +54,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "faults"))
 
 from netfaults import DOWN, UP, Network
@@ -249,7 +251,7 @@ async def latency_p99(system: System, net: Network, faulty: bool) -> float:
         await client.close()
 
 
-STALLS_MS = (300, 600, 900, 1200)
+STALLS_MS = (600, 900, 1000, 1200)
 
 
 def stall_changes_leader(system: System, pause_ms: int) -> bool:
@@ -274,7 +276,9 @@ def figures(values: list[float]) -> dict[str, float | list[float]]:
     }
 
 
-def run_system(name: str, toxiproxy: Toxiproxy, runs: int, root: Path) -> None:
+def run_system(
+    name: str, toxiproxy: Toxiproxy, runs: int, root: Path, stalls: tuple[int, ...]
+) -> None:
     for proxy in list(toxiproxy.proxies().values()):
         proxy.destroy()
     net = Network(toxiproxy)
@@ -294,7 +298,7 @@ def run_system(name: str, toxiproxy: Toxiproxy, runs: int, root: Path) -> None:
                 say(f"   {fault} run {run + 1}: unavailable {took:.3f} s")
                 values.append(took)
             emit(metric="partition_unavailable_s", system=name, fault=fault, **figures(values))
-        for pause_ms in STALLS_MS:
+        for pause_ms in stalls:
             changed = [stall_changes_leader(system, pause_ms) for _ in range(runs)]
             say(f"   leader stall {pause_ms} ms: leader changed in {sum(changed)}/{runs} runs")
             emit(
@@ -319,11 +323,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--systems", default="quorum,etcd")
+    parser.add_argument(
+        "--stalls",
+        default=",".join(map(str, STALLS_MS)),
+        help="leader stall lengths in ms, comma-separated",
+    )
     args = parser.parse_args()
+    stalls = tuple(int(ms) for ms in args.stalls.split(",") if ms)
     with toxiproxy_server() as toxiproxy:
         for name in args.systems.split(","):
             with tempfile.TemporaryDirectory(prefix=f"partition-{name}-") as root:
-                run_system(name, toxiproxy, args.runs, Path(root))
+                emit(metric="load_average", system=name, phase="start", value=os.getloadavg())
+                run_system(name, toxiproxy, args.runs, Path(root), stalls)
+                emit(metric="load_average", system=name, phase="end", value=os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -23,11 +23,13 @@ from kio.schema.errors import ErrorCode
 from broker_agent.groups.coordinator import GroupCoordinator
 from broker_agent.kafka import codec
 from broker_agent.kafka.admin_handlers import install_admin_apis
+from broker_agent.kafka.answer_cache import AnswerCache, CachedAnswer
 from broker_agent.kafka.authz import KafkaAuthorizer
 from broker_agent.kafka.auto_create import AutoCreateConfig
 from broker_agent.kafka.group_apis import CLIENT_ID, GroupApis
 from broker_agent.kafka.listener import CloseConnection, Connection, api_versions_table
-from broker_agent.kafka.metadata_answer import metadata_response
+from broker_agent.kafka.metadata_answer import metadata_response, metadata_shape
+from broker_agent.kafka.metrics import error_codes
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
 from broker_agent.partitions.api import DEBUGGING_REPLICA_ID, FetchPartition
@@ -60,6 +62,7 @@ class KafkaApis:
         self.producer_ids = producer_ids
         self.authz = authorizer or KafkaAuthorizer(NO_AUTHORIZER, image)
         self.requests: dict[str, int] = {}
+        self.answers = AnswerCache()  # Metadata answers of the current image
         # (api, version, seconds, response mapping or None): the request metrics
         self.observe: Callable[[str, int, float, dict[str, Any] | None], None] | None = None
         self._handlers: dict[int, Handler] = {
@@ -92,6 +95,15 @@ class KafkaApis:
         CLIENT_ID.set(request.client_id or "")
         started = time.monotonic()
         values = await self._handlers[request.api_key](request.body, request.api_version, conn)
+        if isinstance(values, CachedAnswer):
+            if values.body is None:  # its first use: built and encoded once
+                cls = codec.response_class(request.api_key, request.api_version)
+                values.body = codec.encode_body(codec.build(cls, values))
+                values.error_codes = tuple(error_codes(values))
+                values.response_class = cls
+            if self.observe is not None:
+                self.observe(name, request.api_version, time.monotonic() - started, values)
+            return codec.Encoded(values.response_class, values.body)
         if self.observe is not None:
             self.observe(name, request.api_version, time.monotonic() - started, values)
         if values is None:
@@ -107,10 +119,25 @@ class KafkaApis:
         return {"error_code": 0, "api_keys": api_versions_table(), "throttle_time": 0}
 
     async def metadata(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
-        return metadata_response(
-            self.image(), self.node_id, self.cluster_id, conn.listener_name, body, version,
+        """From the answer cache while the image has not moved (`answer_cache.py`):
+        a failover's Metadata storm asks the same few questions thousands of times."""
+        image = self.image()
+        key = (version, conn.listener_name, self._visibility(conn), metadata_shape(body))
+        cached = self.answers.get(image, key)
+        if cached is not None:
+            return cached
+        values = metadata_response(
+            image, self.node_id, self.cluster_id, conn.listener_name, body, version,
             lambda topic: self.authz.topic(conn, topic, Operation.DESCRIBE),
         )  # fmt: skip
+        if any(t["error_code"] for t in values["topics"]):
+            return values
+        return self.answers.put(image, key, values)
+
+    def _visibility(self, conn: Connection) -> tuple[str, str] | None:
+        """Who asks, as far as an answer can differ by it: nobody without an
+        authorizer; the principal and host (ACLs may name hosts) with one."""
+        return (conn.principal, conn.peer_host) if self.authz.enabled else None
 
     async def init_producer_id(self, body: Any, version: int, conn: Connection) -> dict[str, Any]:
         if body.transactional_id is not None:

@@ -123,7 +123,8 @@ def produce_acks(frame: bytes, api_version: int) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """A response body already written (`write_response`): its class and bytes."""
+    """A response body already written: by `write_response`, or once for answers
+    built from the metadata image and sent many times (`answer_cache.py`)."""
 
     cls: Any
     body: bytes
@@ -162,6 +163,11 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
 # partition, error code and version): small, so a bounded cache of them is cheap.
 REPEATING_ANSWERS = frozenset({8, 12})  # OffsetCommit, Heartbeat
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
+
+
+def encode_body(response: Any) -> bytes:
+    """A response body's bytes, without the header: what `Encoded` carries."""
+    return _encode_entity(response)
 
 
 def _encode_entity(entity: Any) -> bytes:

@@ -80,6 +80,14 @@ def metadata_response(
     }
 
 
+def metadata_shape(body: Any) -> tuple[tuple[str | None, Any], ...] | None:
+    """What a Metadata request asks, as a key: None for every topic, else the
+    topics named (by name, or by id from v10), in order."""
+    if body.topics is None:
+        return None
+    return tuple((t.name, getattr(t, "topic_id", None)) for t in body.topics)
+
+
 def live_brokers(image: MetadataImage, listener_name: str) -> list[dict[str, Any]]:
     out = []
     for broker in sorted(image.brokers.values(), key=lambda b: b.broker_id):

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from broker_agent.kafka.answer_cache import CachedAnswer
 from broker_agent.kafka.listener import KafkaListener
 from quorum.common.metrics_endpoint import LATENCY_BUCKETS
 
@@ -61,22 +62,25 @@ class KafkaRequestMetrics:
             timed = self._timed[api] = self.seconds.labels(api)
         counted.inc()
         timed.observe(seconds)
-        for code in _error_codes(response):
+        codes = (
+            response.error_codes if isinstance(response, CachedAnswer) else error_codes(response)
+        )
+        for code in codes:
             if code != ErrorCode.none:
                 self.errors.labels(api, ErrorCode(code).name.upper()).inc()
 
 
-def _error_codes(value: Any) -> Iterator[int]:
+def error_codes(value: Any) -> Iterator[int]:
     """Every error_code in a response mapping, however deep."""
     if isinstance(value, dict):
         for key, item in value.items():
             if key == "error_code":
                 yield int(item)
             elif isinstance(item, list | dict):
-                yield from _error_codes(item)
+                yield from error_codes(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _error_codes(item)
+            yield from error_codes(item)
 
 
 class _ListenerCounters(Collector):

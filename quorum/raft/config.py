@@ -54,9 +54,30 @@ class RaftConfig:
         return self.node_id in self.voters
 
     @property
+    def voter_fetch_wait_ms(self) -> int:
+        """How long the leader parks a voter's fetch that has nothing new for it:
+        the longest a live leader stays silent to a follower.
+
+        A follower cannot tell a paused leader (a long GC-like stop, SIGSTOP)
+        from a lost one until the pause ends, and it cannot know when in its
+        fetch's wait the leader stopped: a pause looks up to this much longer
+        than it is. Kept short (1/40 of the election timeout, 25 ms), so a pause
+        as long as the election timeout does not get the leader replaced; the
+        price is an idle follower fetching 40 times a second instead of twice
+        (observers still wait the whole `fetch_max_wait_ms`)."""
+        return min(self.fetch_max_wait_ms, max(1, self.election_timeout_ms // 40))
+
+    @property
     def request_timeout_ms(self) -> int:
-        """How long a follower waits for a fetch answer before asking again."""
-        return self.fetch_max_wait_ms + self.election_timeout_ms // 2
+        """How long a follower waits for a fetch answer before asking again (and,
+        a voter, suspecting its leader): an election timeout past the longest a
+        live leader parks a voter's fetch, plus one park of margin. A stall of
+        the leader shorter than an election timeout is waited out; a lost leader
+        is suspected about this long after the follower last heard it."""
+        return max(
+            self.fetch_max_wait_ms + self.election_timeout_ms // 2,
+            self.election_timeout_ms + 2 * self.voter_fetch_wait_ms,
+        )
 
 
 @dataclass(frozen=True, slots=True)

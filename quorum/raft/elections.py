@@ -142,12 +142,20 @@ class Elections(NodeBase):
         return (last_epoch, last_offset) >= (mine.epoch, mine.offset)
 
     def _leader_is_live(self, now: int) -> bool:
+        """Whether this node still hears its leader (or leads): it then refuses
+        votes. A follower that has not heard it for its request timeout less one
+        park does not: it would suspect the leader itself before a live leader
+        could answer, so it grants the voter that suspected a moment sooner (its
+        own fetch may have gone out later, after a slow flush) instead of
+        sending it back to wait for the next pre-vote round."""
         state = self.state
         if isinstance(state, LeaderState):
             return True
-        return isinstance(state, FollowerState) and state.leader_is_live(
-            now, self.config.fetch_timeout_ms
-        )
+        if not isinstance(state, FollowerState):
+            return False
+        config = self.config
+        heard_within = config.request_timeout_ms - config.voter_fetch_wait_ms
+        return state.leader_is_live(now, min(config.fetch_timeout_ms, heard_within))
 
     def _epoch_out_of_reach(self, source: int, request: str, epoch: int) -> bool:
         """True, with a `RequestRefused` effect, when a request's `epoch` lies more
@@ -189,7 +197,12 @@ class Elections(NodeBase):
         up_to_date = self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
         if req.pre_vote:
             # A pre-vote changes nothing here, whatever its epoch.
-            return req.candidate_epoch > self.epoch and up_to_date and not self._leader_is_live(now)
+            live = self._leader_is_live(now)
+            if req.candidate_epoch > self.epoch and not up_to_date and not live:
+                self._run_first(now)
+            if self._yields_to(req):
+                return False  # two at once: only the lower id gets the other's pre-vote
+            return req.candidate_epoch > self.epoch and up_to_date and not live
         if req.candidate_epoch < self.epoch:
             return False
         if req.candidate_epoch > self.epoch:
@@ -198,13 +211,38 @@ class Elections(NodeBase):
             new = self._unattached(req.candidate_epoch, None, now)
             self._transition(Trigger.HIGHER_EPOCH, new, now)
         if self.voted_for is not None:
-            return self.voted_for == req.candidate_id
+            # The same candidate again, but only with a log as good as ours: the
+            # vote may have been cast on a forged request that claimed its name
+            # and a log it does not have.
+            return self.voted_for == req.candidate_id and up_to_date
         unattached = self.role in (Role.UNATTACHED, Role.PROSPECTIVE)
         if self.leader_id is not None or not unattached or not up_to_date:
             return False
         vote = self._unattached(self.epoch, req.candidate_id, now)
         self._transition(Trigger.VOTE_GRANTED, vote, now)
         return True
+
+    def _yields_to(self, req: VoteRequest) -> bool:
+        """Two voters that lost the leader at the same moment pre-vote at once; if
+        each granted the other, both would become candidates and split the vote
+        (costing a whole election timeout). Between equal logs the lower id wins,
+        unless the other already refused us: then only it can still win."""
+        state = self.state
+        if not isinstance(state, ProspectiveState) or req.candidate_id in state.votes.rejected:
+            return False
+        mine = self.log.end_offset_and_epoch()
+        same_log = (req.last_offset_epoch, req.last_offset) == (mine.epoch, mine.offset)
+        return same_log and req.candidate_id > self._me
+
+    def _run_first(self, now: int) -> None:
+        """A voter whose log is behind ours asked for a pre-vote while we too have
+        stopped hearing the leader: it cannot have our vote, and we can have its,
+        so we pre-vote now rather than after our stagger (the more caught-up
+        follower under writes would otherwise wait for it)."""
+        state = self.state
+        if isinstance(state, FollowerState) and self.may_campaign:
+            state.last_leader_contact = NEVER
+            state.deadline = min(state.deadline, now)
 
     # ------------------------------------------------------- begin/end epoch
 

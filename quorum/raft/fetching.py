@@ -49,6 +49,13 @@ def truncation_offset(log: RaftLog, diverging: OffsetAndEpoch, high_watermark: i
     mine = log.end_offset_for_epoch(diverging.epoch)
     end = min(diverging.offset, mine.offset) if mine.offset >= 0 else diverging.offset
     end = max(end, log.start_offset)
+    # Whole batches only. Our last epoch may be older than the leader's answer
+    # (it names the largest epoch it holds up to ours), so the offset can fall
+    # inside one of our batches that the leader does not hold: drop it whole,
+    # as Kafka truncates a segment at the batch containing the offset.
+    containing = log.batch_at(end)
+    if containing is not None and containing.base_offset < end:
+        end = containing.base_offset
     if end < high_watermark:
         raise AssertionError(f"truncation to {end} below high watermark {high_watermark}")
     return end

@@ -184,9 +184,10 @@ class Leading(NodeBase):
         progress.end_offset = max(progress.end_offset, req.fetch_offset)
         if req.fetch_offset >= self.log.end_offset:
             progress.last_caught_up_ms = now
-        if self.is_voter_key(source, progress.directory_id):
+        voter = self.is_voter_key(source, progress.directory_id)
+        if voter:
             self._maybe_advance_high_watermark(now)
-        wait = self.config.fetch_max_wait_ms
+        wait = self.config.voter_fetch_wait_ms if voter else self.config.fetch_max_wait_ms
         if self.high_watermark > req.known_high_watermark:
             wait = min(wait, self.config.high_watermark_linger_ms)
         if self.log.end_offset > req.fetch_offset or wait <= 0:

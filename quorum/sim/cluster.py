@@ -47,8 +47,13 @@ from quorum.raft.voters import (
 from quorum.sim.faults import FaultMix
 from quorum.sim.invariants import Invariants, InvariantViolation
 from quorum.sim.operator import OperatorActions
+from quorum.sim.result import SimulationResult
 
 NodeFactory = Callable[..., RaftNode]
+
+
+# Events that a node itself handles, its id first among their arguments.
+_NODE_EVENTS = frozenset({"deliver", "tick", "flushed", "unreachable", "snapshot_timeout"})
 
 
 @dataclass
@@ -154,6 +159,11 @@ class Simulation(OperatorActions):
         self.voter_changes = 0
         self.voter_changes_committed = 0
         self.voter_changes_refused: dict[str, int] = {}
+        # Stalls (quorum/sim/stalls.py): a paused node handles nothing until its
+        # resume time, while what reaches it waits, as in its sockets' buffers.
+        # `silent_cuts`: a cut link never resets (a blackholing proxy).
+        self.paused_until: dict[int, int] = {}
+        self.silent_cuts = False
 
     # --------------------------------------------------------------- plumbing
 
@@ -376,7 +386,7 @@ class Simulation(OperatorActions):
         cut = (src, dst) in self.blocked
         # A refused connection (dead node) or, sometimes, a reset one (cut link)
         # is visible to the sender, as it would be to a gRPC client.
-        if not target.alive or (cut and self.rng.random() < 0.5):
+        if not target.alive or (cut and not self.silent_cuts and self.rng.random() < 0.5):
             self._schedule(self.now_us + self._delay_us(), "unreachable", src, dst)
         if not target.alive or cut:
             return
@@ -434,7 +444,11 @@ class Simulation(OperatorActions):
 
     def _client_step(self) -> None:
         leaders = [
-            n for n in self.nodes.values() if n.core is not None and n.core.role is Role.LEADER
+            n
+            for n in self.nodes.values()
+            if n.core is not None
+            and n.core.role is Role.LEADER
+            and self.paused_until.get(n.node_id, 0) <= self.now_us
         ]
         if leaders:
             node = self.rng.choice(leaders)
@@ -490,7 +504,25 @@ class Simulation(OperatorActions):
                 return at
         return None
 
+    def advance_to(self, until_us: int, stop: Callable[[], bool] | None = None) -> bool:
+        """Handle every event up to `until_us`, or until `stop()` holds after one
+        (whether it did): for scenarios that drive the clock themselves."""
+        while self._queue and self._queue[0][0] <= until_us:
+            at, _, kind, args = heapq.heappop(self._queue)
+            self.now_us = at
+            self._dispatch(kind, args)
+            if stop is not None and stop():
+                return True
+        self.now_us = until_us
+        return False
+
     def _dispatch(self, kind: str, args: tuple[Any, ...]) -> None:
+        resume = self.paused_until.get(args[0], 0) if kind in _NODE_EVENTS else 0
+        if resume > self.now_us:  # the node is paused: it sees this when it resumes
+            if kind == "tick":
+                self.nodes[args[0]].next_tick_us = resume
+            self._schedule(resume, kind, *args)
+            return
         if kind == "deliver":
             self._deliver(*args)
         elif kind == "tick":
@@ -566,20 +598,3 @@ class Simulation(OperatorActions):
         live = [n.core for n in self.nodes.values() if n.core is not None]
         ahead = max(live, key=lambda core: (core.high_watermark, -core.node_id), default=None)
         return tuple(sorted(ahead.voters)) if ahead is not None else ()
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    seed: int
-    mix: str
-    recovery_ms: float
-    acked: int
-    commits: int
-    elections: int
-    max_epoch: int
-    refused: int = 0
-    forged: int = 0
-    max_epoch_gap: int = 0
-    voter_changes: int = 0
-    voter_changes_committed: int = 0
-    final_voters: tuple[int, ...] = ()

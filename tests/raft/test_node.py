@@ -350,14 +350,86 @@ def test_a_silent_leader_is_replaced_before_the_fetch_timeout(seed: int) -> None
 
 
 def test_a_leader_that_answers_is_never_suspected() -> None:
-    """An idle leader parks each fetch for `fetch_max_wait_ms`, well inside the
-    followers' request timeout: a minute of idling elects nobody."""
+    """An idle leader parks each voter's fetch for `voter_fetch_wait_ms`, well
+    inside the followers' request timeout: a minute of idling elects nobody."""
     cluster = InstantCluster(voters=3, seed=4)
     leader = cluster.elect()
     epoch = leader.epoch
     cluster.advance(60_000, step=5)
     assert cluster.leader() is leader and leader.epoch == epoch
     assert all(n.role is Role.FOLLOWER for n in cluster.nodes.values() if n is not leader)
+
+
+def pre_vote_answer(voter: RaftNode, candidate: int, last_offset: int, now: int) -> bool:
+    voter.on_message(
+        candidate,
+        VoteRequest(2, candidate, 1 if last_offset else 0, last_offset, pre_vote=True),
+        now,
+    )
+    (answer,) = sent(voter.poll(now), VoteResponse)
+    return answer.message.vote_granted
+
+
+def test_a_follower_grants_pre_votes_only_once_its_own_fetch_is_nearly_overdue() -> None:
+    """Its fetch (sent at 0) times out at `request_timeout_ms`; within one park
+    of that it will suspect the leader itself, so it grants a peer that did."""
+    follower = node(3, QuorumStateData(1, None, 1))
+    config = follower.config
+    overdue = config.request_timeout_ms - config.voter_fetch_wait_ms
+    assert not pre_vote_answer(follower, 2, 0, overdue - 1)
+    assert pre_vote_answer(follower, 2, 0, overdue)
+
+
+def test_two_voters_pre_voting_at_once_do_not_both_win() -> None:
+    """Both lost the leader at the same moment and pre-vote together: between
+    equal logs only the lower id gets the other's pre-vote, so they cannot both
+    become candidates and split the vote."""
+    two, three = node(2, QuorumStateData(1, None, 1)), node(3, QuorumStateData(1, None, 1))
+    now = 0
+    for voter in (two, three):
+        while voter.role is not Role.PROSPECTIVE:
+            now = max(now, voter.next_deadline())
+            voter.on_tick(voter.next_deadline())
+        voter.poll(now)
+    assert now < min(two.next_deadline(), three.next_deadline())  # both still prospective
+    assert pre_vote_answer(three, 2, 0, now)
+    assert not pre_vote_answer(two, 3, 0, now)
+
+
+def test_a_voter_asked_by_one_behind_it_runs_at_once() -> None:
+    """A pre-vote from a voter whose log is behind is refused; if this follower
+    too has stopped hearing the leader, it pre-votes now (it can win the other's
+    vote) instead of after its stagger."""
+    log = RaftLog()
+    log.append(Batch(0, 1, (b"x",), 0))
+    follower = node(3, QuorumStateData(1, None, 1), log)
+    config = follower.config
+    assert not pre_vote_answer(follower, 2, 0, 10)
+    assert follower.next_deadline() > 10  # hears its leader: no hurry
+    overdue = config.request_timeout_ms - config.voter_fetch_wait_ms
+    assert not pre_vote_answer(follower, 2, 0, overdue)
+    assert follower.next_deadline() <= overdue
+    follower.on_tick(overdue)
+    assert follower.role is Role.PROSPECTIVE
+
+
+def test_a_vote_cast_on_a_forged_request_does_not_carry_a_stale_candidate() -> None:
+    """A forged Vote claims voter 2's name and a log as good as ours: the vote
+    binds for the epoch. The real voter 2, behind us, asking in that epoch does
+    not get it (the simulator's forger found seeds where it was elected and cut
+    committed entries)."""
+    log = RaftLog()
+    log.append(Batch(0, 1, (b"x",), 0))
+    voter = node(3, QuorumStateData(1, None, None), log)
+    voter.on_message(2, VoteRequest(2, 2, 1, 1, pre_vote=False), 3000)
+    assert voter.voted_for == 2
+    voter.poll(3000)
+    voter.on_message(2, VoteRequest(2, 2, 0, 0, pre_vote=False), 3001)
+    (answer,) = sent(voter.poll(3001), VoteResponse)
+    assert not answer.message.vote_granted
+    voter.on_message(2, VoteRequest(2, 2, 1, 1, pre_vote=False), 3002)
+    (answer,) = sent(voter.poll(3002), VoteResponse)
+    assert answer.message.vote_granted
 
 
 def test_an_unreachable_report_alone_does_not_unseat_a_leader_others_still_hear() -> None:
