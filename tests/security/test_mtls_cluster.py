@@ -100,6 +100,8 @@ def test_quorumctl_works_with_the_operators_certificate(cluster: Cluster) -> Non
     status = quorumctl("quorum", "describe", "--status", "--bootstrap-controller", bootstrap, *tls)
     assert status.returncode == 0, status.stderr
     assert "LeaderId:" in status.stdout
+    # Replicas need unfenced brokers: this test may run before the one that waits for them.
+    cluster.wait_until(lambda: _brokers_online(cluster), 60, "brokers ONLINE over mTLS")
     created = quorumctl(
         "topics", "create", "secure-orders", "--partitions", "2", "--replication-factor", "2",
         "--bootstrap-controller", bootstrap, *tls,
