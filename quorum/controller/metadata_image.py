@@ -270,6 +270,27 @@ class MetadataImage:
         current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
         return removals + [decode(current[k], -1) for k in sorted(current)]
 
+    def forget_changes_before(self, offset: int) -> None:
+        """A snapshot now covers everything before `offset`, and a reader older
+        than it loads that snapshot, so `changes_since` answers from `offset` on
+        only. Without this the change log of a leader that never loaded a
+        snapshot holds a key and an offset for every entity it ever changed (at
+        a million partitions, a sixth of its memory). Costs what changed since
+        `offset`, not the image: the log is ordered oldest change first."""
+        if offset <= self._tracked_from:
+            return
+        kept: list[tuple[bytes, int]] = []
+        for key, at in reversed(self._changed.items()):
+            if at < offset:
+                break
+            kept.append((key, at))
+        kept.reverse()
+        removed = self._removed
+        self._changed = dict(kept)
+        self._removed = {k: removed[k] for k, _ in kept if k in removed}
+        self._born = {k: at for k, at in self._born.items() if at >= offset}
+        self._tracked_from = offset
+
     def snapshot_records_for(self, keys: Iterable[bytes]) -> Iterator[Record]:
         for key in keys:
             value = self._entity_record(key)
