@@ -14,7 +14,12 @@ brokers and keeps them heartbeating (unfenced, as live brokers), then creates `-
   taken soon after the last commit; every other setting is the default);
 - `rejoin_s`: `kill -9` a standby controller, restart it, and time from the
   restart until it has loaded its snapshot, fetched the tail and applied up to
-  the high watermark it saw at restart.
+  the high watermark it saw at restart;
+- `broker_empty_cache_online_s`: a real `broker-agent` process that was ONLINE
+  is `kill -9`ed, fenced once its session runs out, its metadata directory
+  wiped and formatted again, and started: from that start until the active
+  controller's DescribeCluster shows it ONLINE again (registered anew, the
+  controller's snapshot fetched and installed, the tail applied, unfenced).
 
     .venv/bin/python bench/metadata_scale.py [--topics 10000 --partitions 100]
 """
@@ -24,7 +29,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from report import emit, say
-from write_systems import QuorumSystem, wait_for
+from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
+from quorum.admin_client import AdminClient
 from quorum.client import QuorumClient
 from quorum.common.channels import open_channel
 from quorum.common.meta_properties import random_uuid
@@ -189,6 +198,84 @@ async def create_all(
     return time.monotonic() - started, created
 
 
+BROKER = 9000
+
+
+def broker_state(system: QuorumSystem) -> tuple[str, int]:
+    """Broker 9000's state and epoch in the active controller's DescribeCluster."""
+
+    async def ask() -> tuple[str, int]:
+        client = AdminClient(system.addresses(), system.cluster_id)
+        try:
+            reply = await client.admin("DescribeCluster", admin_pb2.DescribeClusterRequest())
+            for b in reply.brokers:
+                if b.broker_id == BROKER:
+                    return b.state, b.broker_epoch
+            return "ABSENT", -1
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def broker_empty_cache_online_s(system: QuorumSystem, root: Path) -> float:
+    """Start a real broker agent until ONLINE, kill it, wipe its metadata cache,
+    start it again: seconds from that start until it is ONLINE again."""
+    from quorum.common.config import render_properties
+
+    config = root / f"broker-{BROKER}.properties"
+    data = root / f"broker-{BROKER}"
+    config.write_text(render_properties({
+        "node.id": str(BROKER), "process.roles": "broker",
+        "controller.quorum.voters": ",".join(
+            f"{i}@{a}" for i, a in zip((1, 2, 3), system.addresses(), strict=True)),
+        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+        "metadata.log.dir": str(data),
+        "broker.heartbeat.interval.ms": "500",
+    }))  # fmt: skip
+
+    def format_storage() -> None:
+        shutil.rmtree(data, ignore_errors=True)
+        subprocess.run([str(VENV_BIN / "quorumctl"), "storage", "format", "--cluster-id",
+                        system.cluster_id, "--config", str(config)], check=True,
+                       capture_output=True)  # fmt: skip
+
+    command = [str(VENV_BIN / "broker-agent"), "--config", str(config)]
+    log = (root / f"broker-{BROKER}.log").open("ab")
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    format_storage()
+    proc = start()
+    try:
+        wait_for(lambda: broker_state(system)[0] == "ONLINE", 300, "broker ONLINE")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # A new incarnation may register once the old session ran out (fenced).
+    wait_for(lambda: broker_state(system)[0] == "FENCED", 60, "the killed broker fenced")
+    old_epoch = broker_state(system)[1]
+    format_storage()  # the restart finds an empty cache
+    started = time.monotonic()
+    proc = start()
+    try:
+        wait_for(
+            lambda: (
+                broker_state(system) not in {("FENCED", old_epoch)}
+                and broker_state(system)[0] == "ONLINE"
+            ),
+            300,
+            "broker ONLINE again",
+        )
+        return time.monotonic() - started
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def run(args: argparse.Namespace, root: Path) -> None:
     system = QuorumSystem(root, {"metadata.snapshot.max.interval.ms": "5000"})
     say(f"== starting three controllers under {root}")
@@ -237,6 +324,12 @@ def run(args: argparse.Namespace, root: Path) -> None:
             metric="rejoin_s",
             value=round(time.monotonic() - restarted, 2),
             applied_offset=target,
+            **params,
+        )
+        say(f"== broker {BROKER}: ONLINE, kill -9, empty metadata cache, restart")
+        emit(
+            metric="broker_empty_cache_online_s",
+            value=round(broker_empty_cache_online_s(system, root), 2),
             **params,
         )
         heartbeats.stop()

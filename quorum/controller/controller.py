@@ -28,10 +28,9 @@ from quorum.controller.metrics_view import ControllerView
 from quorum.controller.request_limits import RequestLimits
 from quorum.controller.snapshot_generator import SnapshotGenerator
 from quorum.controller.validation import check_request
-from quorum.controller.write_queue import NotController, WriteQueue
+from quorum.controller.write_queue import Build, NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from quorum.gen import metadata_pb2 as md
 from quorum.raft.client_api import (
     Batch,
     LeaderAndEpoch,
@@ -82,7 +81,12 @@ class QuorumController:
         )
         self.answers = FetchAnswers()  # MetadataFetch answers, encoded once per commit
         self.queue = WriteQueue(
-            image, raft.node_id, self._propose, self._ready, lambda: self.leader.leader_id
+            image,
+            raft.node_id,
+            self._propose,
+            self._ready,
+            lambda: self.leader.leader_id,
+            lambda: self.leader.epoch,
         )
         self.errors = 0  # call-level refusals, for the metrics
         self.timed_out_heartbeats = 0  # sessions that ran out (TimedOutBrokerHeartbeatCount)
@@ -157,14 +161,12 @@ class QuorumController:
             self.errors += 1
             raise
 
-    async def write(self, build: Callable[[], tuple[list[md.MetadataRecord], T]]) -> T:
+    async def write(self, build: Build[T]) -> T:
         """Validate against the committed image, propose, return once committed."""
         result, _ = await self.write_at(build)
         return result
 
-    async def write_at(
-        self, build: Callable[[], tuple[list[md.MetadataRecord], T]]
-    ) -> tuple[T, int]:
+    async def write_at(self, build: Build[T]) -> tuple[T, int]:
         """`write`, and the metadata offset that shows its outcome (`WriteQueue.submit_at`)."""
         try:
             return await self.queue.submit_at(build)
@@ -335,7 +337,7 @@ class QuorumController:
     # siblings; the servicers call these. Each builds its records against the
     # committed image inside the write queue and answers once they committed.
 
-    async def _answer(self, build: Callable[[], tuple[list[md.MetadataRecord], T]]) -> T:
+    async def _answer(self, build: Build[T]) -> T:
         """`write`, with the answer's `metadata_offset` (when it has one) set to the
         offset that shows the outcome (read-your-writes for forwarding brokers)."""
         result, offset = await self.write_at(build)
@@ -346,7 +348,7 @@ class QuorumController:
 
     async def create_topics(self, request: api.CreateTopicsRequest) -> api.CreateTopicsResponse:
         return await self._answer(
-            lambda: topic_ops.build_create_topics(self.image, request, self.rng, self.limits)
+            lambda: topic_ops.create_topics_in_slices(self.image, request, self.rng, self.limits)
         )
 
     async def delete_topics(self, request: api.DeleteTopicsRequest) -> api.DeleteTopicsResponse:

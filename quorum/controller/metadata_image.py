@@ -54,6 +54,9 @@ class InconsistentRecordError(MetadataRecordError):
     pass
 
 
+Prepared = tuple[str, int, bytes, PartitionState]
+
+
 class MetadataImage:
     def __init__(self) -> None:
         self._reset(0)
@@ -90,8 +93,9 @@ class MetadataImage:
         self.partition_count = 0
         # One tuple per distinct replica list: a million partitions share a few.
         self._ids: dict[tuple[int, ...], tuple[int, ...]] = {}
-        # encoded record -> (the record, its partition state if a PartitionRecord)
-        self._prepared: dict[bytes, tuple[md.MetadataRecord, PartitionState | None]] = {}
+        # encoded record -> (the record, for a PartitionRecord its topic id,
+        # partition id, change key and state)
+        self._prepared: dict[bytes, tuple[md.MetadataRecord, Prepared | None]] = {}
         self._digest: str | None = None
         self._changed: dict[bytes, int] = {}  # key -> offset, oldest change first
         # removed key -> (its removal record, the offset it was created at; -1: earlier)
@@ -115,11 +119,16 @@ class MetadataImage:
             if decoded.WhichOneof("record") == "partition":
                 self._adopt_encoding(decoded)
             return
-        decoded, state = prepared
-        if state is None:
+        decoded, placed = prepared
+        if placed is None:
             self.apply_record(decoded, offset)
             return
-        self._install_partition(decoded.partition, offset, state)
+        topic_id, partition_id, key, state = placed
+        partitions = self._known_topic(topic_id, offset).partitions
+        if partition_id not in partitions:
+            self.partition_count += 1
+        partitions[partition_id] = state
+        self._touch(key, offset)
         self._applied(offset)
 
     def prepare(self, records: Sequence[md.MetadataRecord], data: Sequence[bytes]) -> None:
@@ -131,11 +140,16 @@ class MetadataImage:
         early cannot differ from building it at commit. The records are this
         version's own, so their encoding is also their snapshot record."""
         for record, raw in zip(records, data, strict=True):
-            state = None
+            placed = None
             if record.WhichOneof("record") == "partition":
-                state = self._partition_state(record.partition)
+                # Everything the apply needs, read from the record now: at commit
+                # it is dict stores only (no field reads, no key formatting).
+                r = record.partition
+                state = self._partition_state(r)
                 state.snapshot_value = raw
-            self._prepared[raw] = (record, state)
+                topic_id, partition_id = r.topic_id, r.partition_id
+                placed = (topic_id, partition_id, partition_key(topic_id, partition_id), state)
+            self._prepared[raw] = (record, placed)
 
     def forget_prepared(self) -> None:
         """After the write committed (all taken) or failed (none will be)."""
@@ -255,6 +269,27 @@ class MetadataImage:
         ]
         current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
         return removals + [decode(current[k], -1) for k in sorted(current)]
+
+    def forget_changes_before(self, offset: int) -> None:
+        """A snapshot now covers everything before `offset`, and a reader older
+        than it loads that snapshot, so `changes_since` answers from `offset` on
+        only. Without this the change log of a leader that never loaded a
+        snapshot holds a key and an offset for every entity it ever changed (at
+        a million partitions, a sixth of its memory). Costs what changed since
+        `offset`, not the image: the log is ordered oldest change first."""
+        if offset <= self._tracked_from:
+            return
+        kept: list[tuple[bytes, int]] = []
+        for key, at in reversed(self._changed.items()):
+            if at < offset:
+                break
+            kept.append((key, at))
+        kept.reverse()
+        removed = self._removed
+        self._changed = dict(kept)
+        self._removed = {k: removed[k] for k, _ in kept if k in removed}
+        self._born = {k: at for k, at in self._born.items() if at >= offset}
+        self._tracked_from = offset
 
     def snapshot_records_for(self, keys: Iterable[bytes]) -> Iterator[Record]:
         for key in keys:

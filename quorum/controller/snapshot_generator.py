@@ -66,6 +66,7 @@ class SnapshotGenerator:
                 # Records committed while it was written still count toward the next.
                 self.trigger.on_snapshot_taken(self.clock_ms(), covered)
                 self.latest_end = max(self.latest_end, end)
+                self.image.forget_changes_before(self.latest_end)
         finally:
             self.running = False
 

@@ -8,7 +8,7 @@ nothing and does not stop the valid ones.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from itertools import chain
 
 from quorum.controller import config_schema as cs
@@ -133,19 +133,46 @@ def _partitions_to_create(image: MetadataImage, request: api.CreateTopicsRequest
     return total
 
 
+# Partitions built between two pauses of a sliced build: about 5 ms of work, so
+# the largest request the limits allow (10,000 partitions) yields the loop
+# every few milliseconds instead of holding it for the whole build.
+SLICE_PARTITIONS = 1000
+
+Sliced = Generator[None, None, tuple[Records, api.CreateTopicsResponse]]
+
+
 def build_create_topics(
     image: MetadataImage,
     request: api.CreateTopicsRequest,
     rng: random.Random,
     limits: RequestLimits = DEFAULTS,
 ) -> tuple[Records, api.CreateTopicsResponse]:
+    """`create_topics_in_slices` run to its end in one go."""
+    slices = create_topics_in_slices(image, request, rng, limits)
+    while True:
+        try:
+            next(slices)
+        except StopIteration as done:
+            return done.value
+
+
+def create_topics_in_slices(
+    image: MetadataImage,
+    request: api.CreateTopicsRequest,
+    rng: random.Random,
+    limits: RequestLimits = DEFAULTS,
+) -> Sliced:
     """Refuses the whole request (ControllerError) past the partition limits,
-    before any placement runs; otherwise answers per topic."""
+    before any placement runs; otherwise answers per topic. A generator that
+    pauses (yields) after every `SLICE_PARTITIONS` partitions built, so the
+    write queue can let the event loop serve others in between; it reads the
+    image only, so the records are the same however the pauses fall."""
     check_partition_budget(image.partition_count, _partitions_to_create(image, request), limits)
     records: Records = []
     response = api.CreateTopicsResponse()
     seen: set[str] = set()
     created: list[str] = []
+    built = 0  # partitions built since the last pause
     for item in request.topics:
         result = response.topics.add(name=item.name)
         try:
@@ -183,7 +210,13 @@ def build_create_topics(
         if request.validate_only:
             continue
         records.append(wrap(topic=md.TopicRecord(name=item.name, topic_id=topic_id)))
-        records.extend(partition_records(image, topic_id, 0, assignment))
+        for start in range(0, len(assignment), SLICE_PARTITIONS):
+            chunk = assignment[start : start + SLICE_PARTITIONS]
+            records.extend(partition_records(image, topic_id, start, chunk))
+            built += len(chunk)
+            if built >= SLICE_PARTITIONS:
+                built = 0
+                yield
         for key, value in sorted(configs.items()):
             records.append(
                 wrap(

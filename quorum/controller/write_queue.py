@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import TypeVar
 
 from quorum.controller.codec import encode
@@ -25,8 +25,12 @@ from quorum.gen import metadata_pb2 as md
 T = TypeVar("T")
 
 PREPARE_CHUNK = 1000
+ENCODE_CHUNK = 2000  # records encoded between two pauses (a few ms)
 
-Build = Callable[[], tuple[list[md.MetadataRecord], T]]
+Built = tuple[list[md.MetadataRecord], T]
+# A build returns its records and result, or is a generator that pauses (yields)
+# between slices of its work and returns them (`topic_ops.create_topics_in_slices`).
+Build = Callable[[], Built[T] | Generator[None, None, Built[T]]]
 
 
 class NotController(Exception):
@@ -45,8 +49,10 @@ class WriteQueue:
         propose: Callable[[list[bytes]], Awaitable[object]],
         ready: Callable[[], bool],
         leader_id: Callable[[], int | None],
+        epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         self.image = image
+        self._epoch = epoch
         self.node_id = node_id
         self._propose = propose
         self._ready = ready
@@ -73,18 +79,49 @@ class WriteQueue:
             started = time.monotonic()
             await self.wait_active(wait_ready_s)
             offset = self.image.applied_offset
-            records, result = build()
+            epoch = self._epoch()
+            records, result = await self._build(build, epoch)
             if records:
-                offset = await self._propose_and_prepare(records)
+                offset = await self._propose_and_prepare(records, epoch)
             for observe in self.on_timing:
                 observe(started - enqueued, time.monotonic() - started)
             return result, offset
 
-    async def _propose_and_prepare(self, records: list[md.MetadataRecord]) -> int:
-        """Propose, then prepare the image for applying these records while they
-        replicate (`MetadataImage.prepare`), in chunks so the loop keeps serving;
-        the apply at commit then takes the prepared entries."""
-        data = [encode(r) for r in records]
+    async def _pause(self, epoch: int) -> None:
+        """Let the loop serve others between slices of one write's build or encode.
+        The image cannot change meanwhile unless the leadership did (every write
+        goes through this queue, one at a time), so a write that sees the same
+        epoch with this node still leading proposes exactly what an unpaused
+        build would have; otherwise it is dropped whole, before any proposal."""
+        await asyncio.sleep(0)
+        leader = self._leader_id()
+        if leader != self.node_id or self._epoch() != epoch:
+            raise NotController(leader if leader != self.node_id else None)
+
+    async def _build(self, build: Build[T], epoch: int) -> Built[T]:
+        built = build()
+        if not isinstance(built, Generator):
+            return built
+        try:
+            while True:
+                try:
+                    next(built)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+                await self._pause(epoch)
+        finally:
+            built.close()
+
+    async def _propose_and_prepare(self, records: list[md.MetadataRecord], epoch: int) -> int:
+        """Encode in chunks (pausing between them), propose as one batch, then
+        prepare the image for applying these records while they replicate
+        (`MetadataImage.prepare`), in chunks so the loop keeps serving; the apply
+        at commit then takes the prepared entries."""
+        data: list[bytes] = []
+        for start in range(0, len(records), ENCODE_CHUNK):
+            if start:
+                await self._pause(epoch)
+            data.extend(encode(r) for r in records[start : start + ENCODE_CHUNK])
         proposal = asyncio.ensure_future(self._propose(data))
         try:
             await asyncio.sleep(0)  # the proposal is appended and on its way first

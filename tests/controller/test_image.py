@@ -252,6 +252,30 @@ def test_changes_since_an_offset_bring_an_old_image_up_to_date(
     assert old.digest() == whole.digest()
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(histories(), st.data())
+def test_changes_forgotten_before_a_snapshot_still_bring_a_later_image_up_to_date(
+    records: list[md.MetadataRecord], data: st.DataObject
+) -> None:
+    """After `forget_changes_before(cut)` (a snapshot covers what precedes `cut`),
+    a reader older than `cut` is sent to the snapshot, and one at `cut` or later
+    is still brought up to date, removals included."""
+    whole = MetadataImage()
+    apply_all(whole, records)
+    cut = data.draw(st.integers(0, len(records)))
+    since = data.draw(st.integers(cut, len(records)))
+    whole.forget_changes_before(cut)
+    if cut > 0:
+        assert whole.changes_since(cut - 1) is None
+    old = MetadataImage()
+    apply_all(old, records[:since])
+    delta = whole.changes_since(since)
+    assert delta is not None
+    for record in delta:
+        old.apply_record(record, old.applied_offset)
+    assert old.digest() == whole.digest()
+
+
 def test_changes_since_before_the_snapshot_needs_the_snapshot() -> None:
     image = MetadataImage()
     image.load_snapshot([], 50)

@@ -22,7 +22,12 @@ from image_scenario import Scenario, error_of
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.codec import decode, encode, record_type, wrap
 from quorum.controller.metadata_image import MetadataImage
-from quorum.controller.topic_ops import Records, build_create_topics
+from quorum.controller.topic_ops import (
+    SLICE_PARTITIONS,
+    Records,
+    build_create_topics,
+    create_topics_in_slices,
+)
 from quorum.controller.write_queue import PREPARE_CHUNK, NotController, WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
@@ -297,3 +302,90 @@ def test_topic_ids_come_from_the_builders_rng_not_the_queue() -> None:
 
         run(scenario)
     assert proposals[0] == proposals[1]
+
+
+# ------------------------------------------------------- sliced builds
+
+
+def sliced_create(s: Scenario, topics: int) -> Callable[[], object]:
+    """The controller's CreateTopics build: a generator that pauses between slices."""
+    request = api.CreateTopicsRequest(
+        topics=[
+            api.CreatableTopic(name=f"t{i}", num_partitions=SLICE_PARTITIONS, replication_factor=2)
+            for i in range(topics)
+        ]
+    )
+    return lambda: create_topics_in_slices(s.image, request, s.rng)
+
+
+def test_a_sliced_build_lets_the_loop_serve_others_and_still_proposes_once() -> None:
+    """A create of 3 x SLICE_PARTITIONS partitions pauses while it is built and
+    encoded; a task scheduled meanwhile runs before the proposal, and the write
+    is still one proposal, the same records an unpaused build makes."""
+
+    async def scenario(s: Scenario, raft: FakeRaft, queue: WriteQueue) -> None:
+        ticks: list[int] = []
+
+        async def other() -> None:
+            for _ in range(50):
+                ticks.append(len(raft.proposals))
+                await asyncio.sleep(0)
+
+        ticker = asyncio.ensure_future(other())
+        response = await queue.submit(sliced_create(s, 3))
+        await ticker
+        assert 0 in ticks  # served while the write was being built
+        assert len(raft.proposals) == 1
+        assert len(raft.proposals[0]) == 3 * (1 + SLICE_PARTITIONS)
+        assert [error_of(t) for t in response.topics] == [ApiError.NONE] * 3
+        assert len(s.topic_image("t2").partitions) == SLICE_PARTITIONS
+
+    run(scenario)
+
+
+def test_a_leadership_change_during_a_sliced_build_drops_the_write_whole() -> None:
+    """Another leader may write while the build pauses, so the build's image is
+    stale: nothing is proposed and the caller hears NOT_CONTROLLER."""
+
+    async def scenario(s: Scenario, raft: FakeRaft, queue: WriteQueue) -> None:
+        async def depose() -> None:
+            await asyncio.sleep(0)
+            raft.leader = 2
+
+        deposing = asyncio.ensure_future(depose())
+        with pytest.raises(NotController) as caught:
+            await queue.submit(sliced_create(s, 3))
+        await deposing
+        assert caught.value.leader_id == 2
+        assert raft.proposals == []
+        assert s.image.topic("t0") is None
+
+    run(scenario)
+
+
+def test_an_epoch_change_during_a_sliced_build_drops_the_write_whole() -> None:
+    """This node deposed and elected again between two slices: same leader,
+    new epoch; the write is dropped all the same."""
+
+    async def scenario(s: Scenario, raft: FakeRaft, _: WriteQueue) -> None:
+        epoch = [1]
+        queue = WriteQueue(
+            raft.image,
+            NODE,
+            raft.propose,
+            lambda: raft.ready,
+            lambda: raft.leader,
+            lambda: epoch[0],
+        )
+
+        async def reelect() -> None:
+            await asyncio.sleep(0)
+            epoch[0] = 2
+
+        reelecting = asyncio.ensure_future(reelect())
+        with pytest.raises(NotController):
+            await queue.submit(sliced_create(s, 3))
+        await reelecting
+        assert raft.proposals == []
+
+    run(scenario)
