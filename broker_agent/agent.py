@@ -310,7 +310,13 @@ class BrokerAgent:
         self._event("fetch", **exchange.fields(), high_watermark=response.high_watermark,
                     records=sum(len(b.records) for b in response.batches))  # fmt: skip
         if response.HasField("load_snapshot"):
-            await self._load_snapshot(response.load_snapshot)
+            try:
+                await self._load_snapshot(response.load_snapshot)
+            except (NoControllerError, AdminError) as err:
+                # A chunk past its deadline, or the snapshot gone (a newer one
+                # replaced it): as any failed fetch, pause and fetch again.
+                await self._fetch_failed(err)
+                return None
             return response
         if response.batches:
             offset = clock_offset_ms(
