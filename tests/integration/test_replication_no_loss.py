@@ -159,7 +159,16 @@ def test_no_acknowledged_record_is_lost_across_20_leader_crashes(cluster: Cluste
     consumed = consume_all(cluster, topic, len(acked))
     values = list(consumed.values())
     assert len(values) == len(set(values)) == len(acked)  # each at exactly one offset
-    assert {v: at for at, v in consumed.items()} == acked
+    # librdkafka acknowledges some records implicitly (a later batch of the same
+    # producer was acknowledged while an earlier one's answer was lost to a crash):
+    # their reports carry the partition and no offset (seen in a clean-clone run).
+    where = {v: at for at, v in consumed.items()}
+    assert set(where) == set(acked)
+    implicit = {v for v, (_, offset) in acked.items() if offset is None}
+    assert {v: where[v] for v in acked if v not in implicit} == {
+        v: at for v, at in acked.items() if v not in implicit
+    }
+    assert {v: where[v][0] for v in implicit} == {v: acked[v][0] for v in implicit}
 
     ops.wait(lambda: full_isr(cluster, topic), "the full ISRs")
     for index in range(3):
