@@ -10,8 +10,11 @@ still learns the new epoch and leader.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
+
+import grpc
 
 from quorum.common.meta_properties import directory_id_problem
 from quorum.common.tls import peer_host, principal_of
@@ -138,7 +141,15 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
         )
 
     async def _answer(self, context: Any, source: int, request: Message, wait_s: float) -> Any:
-        answer = await self._driver.handle_request(source, request, wait_s)
+        try:
+            answer = await self._driver.handle_request(source, request, wait_s)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this call itself was cancelled (the client went away)
+            # The driver stopped (shutdown) with the request in flight: an answer,
+            # not an exception escaping into gRPC's logs as an unhandled error.
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this controller is shutting down")
         wire = to_proto(answer, self._cluster_id)
         leader = self._driver.leader_id
         if isinstance(wire, pb.FetchResponse) and leader is not None:
