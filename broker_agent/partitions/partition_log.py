@@ -12,11 +12,11 @@ As in Kafka, durability comes from replication: appends are not synced unless
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker_agent.partitions.log_deleter import LogDeleter
 from broker_agent.partitions.record_batch import (
     RecordBatchHeader,
     parse_header,
@@ -293,15 +293,19 @@ class PartitionLog:
     def load_high_watermark(self) -> int:
         """The HW last checkpointed (Kafka's replication-offset-checkpoint), capped
         by what the log holds; the log start when there is none."""
+        missing = False
         try:
             stored = int((self.directory / HW_CHECKPOINT).read_text().strip())
+        except FileNotFoundError:
+            stored, missing = -1, True
         except (OSError, ValueError):
             stored = -1
         loaded = max(self.log_start_offset, min(stored, self.log_end_offset))
-        if loaded == stored:
-            # Already on disk: the first tick after a restart need not write the
-            # checkpoints of every replica again (1,000 files on the event loop).
-            self._checkpointed_hw = stored
+        if loaded == stored or missing:
+            # Already on disk, or what a load without the file gives (a new
+            # replica): the first tick need not write it (a restart's 1,000
+            # replicas, or a CreateTopics' new ones, each a file on the event loop).
+            self._checkpointed_hw = loaded
         return loaded
 
     def checkpoint_high_watermark(self, high_watermark: int, *, sync: bool = False) -> None:
@@ -323,6 +327,7 @@ class PartitionLog:
     def close(self) -> None:
         self.store.close()
 
-    def delete(self) -> None:
+    def delete(self, deleter: LogDeleter) -> None:
+        """Closed, renamed aside at once, removed by the deleter's thread."""
         self.store.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        deleter.delete(self.directory)

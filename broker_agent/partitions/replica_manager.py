@@ -74,6 +74,7 @@ from broker_agent.partitions.assignments import MetadataView, PartitionAssignmen
 from broker_agent.partitions.cleaner_task import CleanerTask
 from broker_agent.partitions.fetch_path import long_poll, read_partition
 from broker_agent.partitions.fetcher import FollowerFetcher
+from broker_agent.partitions.log_deleter import LogDeleter
 from broker_agent.partitions.log_opener import BackgroundOpener, OpenedLog
 from broker_agent.partitions.offset_lookups import epoch_end_offset, offset_at
 from broker_agent.partitions.partition import Partition, Role
@@ -139,6 +140,8 @@ class ReplicaManager:
         self._isr_sender: asyncio.Task[None] | None = None
         self.cleaner = CleanerTask(self, self.config.cleaner)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._deleter = LogDeleter(broker_id)
+        self._deleter.sweep(self.log_dir)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -164,6 +167,7 @@ class ReplicaManager:
             p.log.checkpoint_high_watermark(p.high_watermark, sync=True)
             p.log.close()
         self.partitions.clear()
+        self._deleter.close()
 
     async def _tick_loop(self) -> None:
         assert self.config.tick_interval_ms is not None
@@ -266,7 +270,7 @@ class ReplicaManager:
         part = self.partitions.pop(key)
         part.role = Role.OFFLINE
         part.notify()
-        part.log.delete()
+        part.log.delete(self._deleter)
         log.info("broker %d: deleted replica %s-%d", self.broker_id, *key)
 
     def _role_for(self, assignment: PartitionAssignment) -> Role:
