@@ -263,12 +263,17 @@ def test_the_checker_lets_allowed_imports_pass() -> None:
 def imports_of_test_modules(path: str, source: str) -> list[str]:
     """Imports of a test module (`test_*`) in `source`: shared set-up belongs in a
     helper module, never in a module of tests."""
-    module = path.removesuffix(".py").replace("/", ".")
-    return [
-        f"{path}:{line} imports {name}"
-        for line, name in imported_modules(source, module)
-        if any(part.startswith("test_") for part in name.split("."))
-    ]
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):  # `from pkg import test_x` names a module too
+            names = [node.module or "", *(alias.name for alias in node.names)]
+        else:
+            continue
+        if any(p.startswith("test_") for name in names for p in name.split(".")):
+            found.append(f"{path}:{node.lineno} imports {', '.join(n for n in names if n)}")
+    return found
 
 
 def test_no_test_module_imports_another() -> None:
@@ -285,6 +290,7 @@ def test_no_test_module_imports_another() -> None:
         "from test_dynamic_voters import Writer\n",
         "import tests.server.test_grpc_quorum\n",
         "def f():\n    from .test_grpc_quorum import make_nodes\n",
+        "from tests.server import test_grpc_quorum\n",
     ],
 )
 def test_the_checker_catches_a_planted_test_module_import(source: str) -> None:
