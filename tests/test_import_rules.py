@@ -8,6 +8,8 @@ the Raft core only its client seam; the quorum never imports the broker agent;
 clients, the CLI, the broker agent and the shared plumbing never import server;
 analytics reads exports, never live internals. Every import statement is read
 with `ast`, including those inside functions, so a lazy import cannot slip past.
+A test module never imports another: what tests share lives in helper modules,
+so no test depends on how, or whether, a neighbour's module was loaded.
 """
 
 from __future__ import annotations
@@ -256,3 +258,41 @@ def test_the_checker_lets_allowed_imports_pass() -> None:
     assert not violations(
         seam, "quorum/controller/x.py", "from quorum.raft.client_api import Batch\n"
     )
+
+
+def imports_of_test_modules(path: str, source: str) -> list[str]:
+    """Imports of a test module (`test_*`) in `source`: shared set-up belongs in a
+    helper module, never in a module of tests."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):  # `from pkg import test_x` names a module too
+            names = [node.module or "", *(alias.name for alias in node.names)]
+        else:
+            continue
+        if any(p.startswith("test_") for name in names for p in name.split(".")):
+            found.append(f"{path}:{node.lineno} imports {', '.join(n for n in names if n)}")
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    bad: list[str] = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        bad.extend(imports_of_test_modules(relative, path.read_text()))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from test_dynamic_voters import Writer\n",
+        "import tests.server.test_grpc_quorum\n",
+        "def f():\n    from .test_grpc_quorum import make_nodes\n",
+        "from tests.server import test_grpc_quorum\n",
+    ],
+)
+def test_the_checker_catches_a_planted_test_module_import(source: str) -> None:
+    assert imports_of_test_modules("tests/server/x.py", source)
+    assert not imports_of_test_modules("tests/server/x.py", "from grpc_nodes import running\n")

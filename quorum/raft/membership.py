@@ -37,13 +37,7 @@ class Membership(Leading):
                 ErrorCode.DUPLICATE_VOTER,
                 f"voter {voter.voter_id} is already in the voter set {sorted(current.ids)}",
             )
-        version = self.kraft_version
-        if not voter.min_kraft_version <= version <= voter.max_kraft_version:
-            raise VoterChangeRefused(
-                ErrorCode.INVALID_REQUEST,
-                f"voter {voter.voter_id} supports kraft.version {voter.min_kraft_version}-"
-                f"{voter.max_kraft_version}, not the finalized {version}",
-            )
+        self._check_supports_finalized(voter)
         progress = state.progress.get(voter.voter_id)
         caught_up_at = progress.last_caught_up_ms if progress is not None else None
         if progress is not None and progress.directory_id not in ("", voter.directory_id):
@@ -91,13 +85,7 @@ class Membership(Leading):
                 f"replica {voter.voter_id} (directory {voter.directory_id}) is not a voter "
                 f"(voters {sorted(current.ids)}): only a voter may update itself",
             )
-        version = self.kraft_version
-        if not voter.min_kraft_version <= version <= voter.max_kraft_version:
-            raise VoterChangeRefused(
-                ErrorCode.INVALID_REQUEST,
-                f"voter {voter.voter_id} supports kraft.version {voter.min_kraft_version}-"
-                f"{voter.max_kraft_version}, not the finalized {version}",
-            )
+        self._check_supports_finalized(voter)
         if old == voter:
             return None
         updated = current.without_voter(voter.voter_id).with_voter(voter)
@@ -132,6 +120,16 @@ class Membership(Leading):
         return latest is not None and latest[0] >= self.high_watermark
 
     # ------------------------------------------------------------------ parts
+
+    def _check_supports_finalized(self, voter: Voter) -> None:
+        """A voter must support the finalized kraft.version, or it could not read the log."""
+        version = self.kraft_version
+        if not voter.min_kraft_version <= version <= voter.max_kraft_version:
+            raise VoterChangeRefused(
+                ErrorCode.INVALID_REQUEST,
+                f"voter {voter.voter_id} supports kraft.version {voter.min_kraft_version}-"
+                f"{voter.max_kraft_version}, not the finalized {version}",
+            )
 
     def _leader_for_voter_change(self, upgrading: bool = False) -> LeaderState:
         state = self.state

@@ -21,14 +21,9 @@ upgrades give the three first pods (their environment names the new pods).
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import json
 import re
 import shutil
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,10 +33,9 @@ import yaml
 from chart_pods import Pod, Rendered, Rewrite, materialise, pod_env, run_init, start_main
 from chart_render import NAMESPACE, Doc, cluster_id, config_map, container, name, one, render
 from chart_render import template as helm_template
-from controller_cluster import Cluster, Proc, quorumctl
+from controller_cluster import Cluster, Proc
 from kube_api_double import KubeApiDouble, kube_api
-
-from quorum.controller.codec import noop
+from voters_under_writes import Writer, check_acknowledged, voters, wait_caught_up
 
 pytestmark = pytest.mark.slow
 
@@ -126,8 +120,7 @@ class Release:
         return done.stdout
 
     def voters(self) -> dict[int, str]:
-        leader = self.cluster.wait_for_leader(timeout_s=60)
-        return {r.replica_id: r.directory_id for r in leader.current_voters}
+        return voters(self.cluster, timeout_s=60)
 
     def directory_id(self, ordinal: int) -> str:
         meta = self.pods[ordinal].path("/var/lib/kraft-quorum") / "metadata" / "meta.properties"
@@ -138,58 +131,6 @@ class Release:
     def roles(self, ordinal: int) -> str:
         config = self.pods[ordinal].path("/var/run/kraft-quorum") / "controller.properties"
         return re.findall(r"^process\.roles=(\w+)$", config.read_text(), re.M)[-1]
-
-
-class Writer:
-    """Writes one unique record at a time, remembering the offset of each acknowledged one."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.acknowledged: dict[bytes, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    async def _run(self) -> None:
-        client = self.cluster.client()
-        i = 0
-        try:
-            while not self._stop.is_set():
-                payload = b"chart%07d" % i
-                i += 1
-                try:
-                    result = await client.write([noop(payload)], deadline_s=5)
-                except Exception:  # not acknowledged: it may or may not be in the log
-                    continue
-                self.acknowledged[payload] = result.last_offset
-                await asyncio.sleep(0.02)
-        finally:
-            await client.close()
-
-    def wait_for_more(self, timeout_s: float = 60) -> None:
-        than = len(self.acknowledged)
-        deadline = time.monotonic() + timeout_s
-        while len(self.acknowledged) <= than:
-            assert time.monotonic() < deadline, "no write acknowledged"
-            time.sleep(0.05)
-
-
-def committed_log(data_dir: Path) -> dict[int, bytes]:
-    done = quorumctl("log", "dump", "--dir", str(data_dir), "--output", "json")
-    assert done.returncode == 0, done.stderr
-    return {
-        record["Offset"]: base64.b64decode(record["Record"].get("payload", ""))
-        for batch in json.loads(done.stdout)
-        for record in batch["Records"]
-        if record["Type"] == "no_op"
-    }
 
 
 @pytest.fixture
@@ -211,7 +152,7 @@ def test_scale_3_to_5_to_3_and_replace_a_lost_volume_under_writes(release: Relea
     release.job("reconcile")  # post-install: nothing to change
     assert release.voters() == initial
 
-    with Writer(release.cluster) as writer:
+    with Writer(release.cluster, prefix=b"chart", pause_s=0.02) as writer:
         writer.wait_for_more()
 
         # helm upgrade --set controllers.replicas=5
@@ -257,17 +198,5 @@ def test_scale_3_to_5_to_3_and_replace_a_lost_volume_under_writes(release: Relea
 
     cluster = release.cluster
     final = cluster.wait_for_leader(timeout_s=60)
-    cluster.wait_until(
-        lambda: all(cluster.describe(n).high_watermark >= final.high_watermark for n in (1, 2, 3)),
-        60,
-        "every controller caught up",
-    )
-    assert len(writer.acknowledged) > 3
-    for node in (1, 2, 3):
-        where = {p: o for o, p in committed_log(cluster.procs[node].data_dir).items()}
-        lost = {
-            p: o
-            for p, o in writer.acknowledged.items()
-            if o < final.high_watermark and where.get(p) != o
-        }
-        assert not lost, f"controller {node} lost acknowledged writes: {sorted(lost.items())[:5]}"
+    wait_caught_up(cluster, (1, 2, 3), final)
+    check_acknowledged(cluster, writer, (1, 2, 3), final, logs_agree=False)

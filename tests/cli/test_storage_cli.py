@@ -16,38 +16,8 @@ import javaproperties
 import pytest
 
 from quorum.cli.main import main
-from quorum.common.config import render_properties
 from quorum.common.meta_properties import random_uuid
-
-
-def quorumctl(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "quorum.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def write_config(tmp_path: Path, node_id: int = 1, extra: dict[str, str] | None = None) -> Path:
-    props = {
-        "node.id": str(node_id),
-        "process.roles": "controller",
-        "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094",
-        "listeners": f"CONTROLLER://127.0.0.1:{9092 + node_id}",
-        "metadata.log.dir": str(tmp_path / "controller"),
-        **(extra or {}),
-    }
-    path = tmp_path / f"controller-{node_id}.properties"
-    path.write_text(render_properties(props))
-    return path
-
-
-def format_(config: Path, cluster_id: str, *more: str) -> subprocess.CompletedProcess[str]:
-    return quorumctl(
-        "storage", "format", "--cluster-id", cluster_id, "--config", str(config), *more
-    )
+from tests.cli.storage_cli import format_, quorumctl, write_config
 
 
 def test_random_uuid_prints_a_new_kafka_style_id() -> None:

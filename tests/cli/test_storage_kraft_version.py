@@ -13,7 +13,7 @@ from quorum.common.meta_properties import random_uuid, read_meta_properties
 from quorum.log.file_log import FileLogStore
 from quorum.log.kraft_bootstrap import BOOTSTRAP_FILE, read_kraft_version
 from quorum.raft.voters import decode_voters
-from tests.cli.test_storage_cli import format_, write_config
+from tests.cli.storage_cli import format_, write_config
 
 PARTITION = "__cluster_metadata-0"
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+from fake_raft import FakeRaft, controller, register
+
 from quorum.common.meta_properties import random_uuid
 from quorum.controller.controller import QuorumController
 from quorum.controller.fetch_answers import AnswerKey, FetchAnswers
 from quorum.gen import broker_pb2 as bpb
 from quorum.raft.client_api import SnapshotReader
 from quorum.raft.records import SnapshotId
-from tests.controller.test_controller_seam import FakeRaft, controller, register
 
 
 def key(fetch_offset: int = 0, high_watermark: int = 5, max_records: int = 100) -> AnswerKey:

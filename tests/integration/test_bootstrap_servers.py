@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 from controller_cluster import BIN, Cluster, Proc, admin_pb, ctl_json, free_port, quorumctl
-from test_dynamic_voters import Writer, add_when_caught_up, committed_log, voters
+from voters_under_writes import (
+    Writer,
+    add_when_caught_up,
+    check_acknowledged,
+    voters,
+    wait_caught_up,
+)
 
 from quorum.common.config import render_properties
 from quorum.common.meta_properties import random_uuid, read_meta_properties
@@ -103,26 +109,8 @@ def test_controllers_found_through_bootstrap_servers_are_added_under_writes(
     assert all(cluster.describe(n).role in ("leader", "follower") for n in IDS)
 
     final = cluster.wait_for_leader()
-    cluster.wait_until(
-        lambda: all(cluster.describe(n).high_watermark >= final.high_watermark for n in IDS),
-        60,
-        "every controller caught up",
-    )
-    assert len(writer.acknowledged) > 3
-    logs = {n: committed_log(cluster, n) for n in IDS}
-    for node, records in logs.items():
-        where = {payload: offset for offset, payload in records.items()}
-        lost = {
-            p: o
-            for p, o in writer.acknowledged.items()
-            if o < final.high_watermark and where.get(p) != o
-        }
-        assert not lost, f"controller {node} lost acknowledged writes: {sorted(lost.items())[:5]}"
-    common = min(final.high_watermark, *(max(r, default=0) + 1 for r in logs.values()))
-    for node, records in logs.items():
-        assert {o: p for o, p in records.items() if o < common} == {
-            o: p for o, p in logs[1].items() if o < common
-        }, f"controller {node}'s log differs below offset {common}"
+    wait_caught_up(cluster, IDS, final)
+    check_acknowledged(cluster, writer, IDS, final)
 
 
 def test_a_broker_given_bootstrap_servers_registers_and_follows(cluster: Cluster) -> None:

@@ -12,19 +12,23 @@ watermark. Bad requests get Kafka's error names and change nothing.
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import signal
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controller_cluster import Cluster, ctl, quorumctl, run, running_cluster
+from controller_cluster import Cluster, run, running_cluster
+from voters_under_writes import (
+    Writer,
+    add_when_caught_up,
+    check_acknowledged,
+    membership,
+    remove,
+    voters,
+    wait_caught_up,
+)
 
 from quorum.admin_client import AdminClient, AdminError
-from quorum.controller.codec import noop
 from quorum.gen import admin_pb2 as api
 
 OBSERVER = 4
@@ -38,98 +42,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     extra = {"controller.quorum.fetch.timeout.ms": "6000"}
     with running_cluster(root, voters=3, observers=1, kraft_version=1, extra=extra) as c:
         yield c
-
-
-class Writer:
-    """Writes one unique record at a time, remembering where each acknowledged one went."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self._cluster = cluster
-        self.acknowledged: dict[bytes, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    def __enter__(self) -> Writer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-    async def _run(self) -> None:
-        client = self._cluster.client()
-        try:
-            i = 0
-            while not self._stop.is_set():
-                payload = b"w%08d" % i
-                i += 1
-                try:
-                    result = await client.write([noop(payload)], deadline_s=5)
-                except Exception:  # not acknowledged: it may or may not be in the log
-                    continue
-                self.acknowledged[payload] = result.last_offset
-        finally:
-            await client.close()
-
-    def wait_for_more(self, than: int, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while len(self.acknowledged) <= than:
-            assert time.monotonic() < deadline, "no write acknowledged"
-            time.sleep(0.05)
-
-
-def voters(cluster: Cluster) -> dict[int, str]:
-    """The voter set in force as the leader describes it: id -> directory id."""
-    leader = cluster.wait_for_leader()
-    return {r.replica_id: r.directory_id for r in leader.current_voters}
-
-
-def membership(cluster: Cluster, *args: str) -> tuple[int, str]:
-    done = ctl(cluster, "quorum", *args, "--timeout", "30")
-    return done.returncode, done.stdout + done.stderr
-
-
-def add_when_caught_up(cluster: Cluster, node: int, by_config: bool = False) -> str:
-    """add-controller (with the ids and endpoint, or `--config` as Kafka's tool
-    takes it); REQUEST_TIMED_OUT means not caught up yet (or the previous change
-    still committing): asked again, as an operator would."""
-    deadline = time.monotonic() + 60
-    flags = (
-        ("--config", str(cluster.procs[node].config))
-        if by_config
-        else (
-            "--controller-id", str(node),
-            "--controller-directory-id", cluster.directory_ids[node],
-            "--endpoint", cluster.procs[node].address,
-        )
-    )  # fmt: skip
-    while True:
-        code, out = membership(cluster, "add-controller", *flags)
-        if code == 0 or "REQUEST_TIMED_OUT" not in out or time.monotonic() > deadline:
-            return out
-        time.sleep(0.5)
-
-
-def remove(cluster: Cluster, node: int, directory_id: str) -> tuple[int, str]:
-    return membership(
-        cluster,
-        "remove-controller",
-        "--controller-id", str(node),
-        "--controller-directory-id", directory_id,
-    )  # fmt: skip
-
-
-def committed_log(cluster: Cluster, node: int) -> dict[int, bytes]:
-    """The workload's records in a controller's log (offset -> payload)."""
-    done = quorumctl("log", "dump", "--dir", str(cluster.procs[node].data_dir), "--output", "json")
-    assert done.returncode == 0, done.stderr
-    records = {}
-    for batch in json.loads(done.stdout):
-        for record in batch["Records"]:
-            if record["Type"] == "no_op":
-                records[record["Offset"]] = base64.b64decode(record["Record"].get("payload", ""))
-    return records
 
 
 def test_add_remove_and_remove_the_leader_under_writes_lose_nothing(cluster: Cluster) -> None:
@@ -181,28 +93,8 @@ def test_add_remove_and_remove_the_leader_under_writes_lose_nothing(cluster: Clu
 
     # Every controller (voters and the two removed ones) catches up, then the check.
     final = cluster.wait_for_leader(remaining)
-    cluster.wait_until(
-        lambda: all(
-            cluster.describe(n).high_watermark >= final.high_watermark for n in (1, 2, 3, 4)
-        ),
-        60,
-        "every controller caught up",
-    )
-    logs = {n: committed_log(cluster, n) for n in (1, 2, 3, 4)}
-    assert len(writer.acknowledged) > 3
-    for node, records in logs.items():
-        where = {payload: offset for offset, payload in records.items()}
-        lost = {
-            p: o
-            for p, o in writer.acknowledged.items()
-            if o < final.high_watermark and where.get(p) != o
-        }
-        assert not lost, f"controller {node} lost acknowledged writes: {sorted(lost.items())[:5]}"
-    common = min(final.high_watermark, *(max(r, default=0) + 1 for r in logs.values()))
-    for node, records in logs.items():
-        assert {o: p for o, p in records.items() if o < common} == {
-            o: p for o, p in logs[remaining[0]].items() if o < common
-        }, f"controller {node}'s log differs below offset {common}"
+    wait_caught_up(cluster, (1, 2, 3, 4), final)
+    check_acknowledged(cluster, writer, (1, 2, 3, 4), final)
 
 
 def test_bad_voter_changes_get_kafkas_errors_and_change_nothing(cluster: Cluster) -> None:

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 from controller_cluster import Cluster, admin_pb, ctl, ctl_json, running_cluster
-from test_dynamic_voters import Writer, add_when_caught_up, committed_log, voters
+from voters_under_writes import (
+    Writer,
+    add_when_caught_up,
+    check_acknowledged,
+    voters,
+    wait_caught_up,
+)
 
 from quorum.cli.features import feature_rows
 from quorum.common.meta_properties import read_meta_properties
@@ -116,18 +122,5 @@ def test_the_upgrade_is_refused_while_a_voter_is_down_then_commits_and_a_voter_i
 
     final = cluster.wait_for_leader()
     nodes = (*VOTERS, OBSERVER)
-    cluster.wait_until(
-        lambda: all(cluster.describe(n).high_watermark >= final.high_watermark for n in nodes),
-        60,
-        "every controller caught up",
-    )
-    assert len(writer.acknowledged) > 3
-    logs = {n: committed_log(cluster, n) for n in nodes}
-    for node, records in logs.items():
-        where = {payload: offset for offset, payload in records.items()}
-        lost = {
-            p: o
-            for p, o in writer.acknowledged.items()
-            if o < final.high_watermark and where.get(p) != o
-        }
-        assert not lost, f"controller {node} lost acknowledged writes: {sorted(lost.items())[:5]}"
+    wait_caught_up(cluster, nodes, final)
+    check_acknowledged(cluster, writer, nodes, final, logs_agree=False)

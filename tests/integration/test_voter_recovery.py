@@ -19,12 +19,14 @@ from pathlib import Path
 import grpc
 import pytest
 from controller_cluster import Cluster, free_port, quorumctl, run, running_cluster
-from test_dynamic_voters import (
+from voters_under_writes import (
     Writer,
     add_when_caught_up,
+    check_acknowledged,
     committed_log,
     remove,
     voters,
+    wait_caught_up,
 )
 
 from quorum.common.config import render_properties
@@ -72,37 +74,8 @@ def stop(c: Cluster, node: int, sig: int = signal.SIGTERM) -> None:
 def healthy(c: Cluster) -> dict[int, str]:
     """Wait for three voters with a leader, every controller running and caught up."""
     c.wait_until(lambda: len(voters(c)) == 3, 90, "three voters")
-    final = c.wait_for_leader(timeout_s=60)
-    c.wait_until(
-        lambda: all(c.describe(n).high_watermark >= final.high_watermark for n in c.procs),
-        60,
-        "every controller caught up",
-    )
+    wait_caught_up(c, c.procs, c.wait_for_leader(timeout_s=60))
     return voters(c)
-
-
-def check_acknowledged(
-    c: Cluster, writer: Writer, lost_allowed: frozenset[bytes] | set[bytes] = frozenset()
-) -> None:
-    """Every acknowledged write (but the named ones) is in every controller's log
-    at the offset it was acknowledged at; the logs agree below the high watermark."""
-    final = c.wait_for_leader(timeout_s=60)
-    logs = {n: committed_log(c, n) for n in c.procs}
-    assert len(writer.acknowledged) > 3
-    for node, records in logs.items():
-        where = {payload: offset for offset, payload in records.items()}
-        lost = {
-            p: o
-            for p, o in writer.acknowledged.items()
-            if o < final.high_watermark and where.get(p) != o and p not in lost_allowed
-        }
-        assert not lost, f"controller {node} lost acknowledged writes: {sorted(lost.items())[:5]}"
-    common = min(final.high_watermark, *(max(r, default=0) + 1 for r in logs.values()))
-    first = next(iter(logs.values()))
-    for node, records in logs.items():
-        assert {o: p for o, p in records.items() if o < common} == {
-            o: p for o, p in first.items() if o < common
-        }, f"controller {node}'s log differs below offset {common}"
 
 
 def raft_call(address: str, method: str, request: object) -> object:
@@ -186,7 +159,7 @@ def test_a_replaced_disk_is_not_the_voter_until_the_old_entry_is_replaced(
         assert voters(c) == {**before, replaced: new_directory}
         writer.wait_for_more(len(writer.acknowledged))
     healthy(c)
-    check_acknowledged(c, writer)
+    check_acknowledged(c, writer, c.procs, c.wait_for_leader(timeout_s=60))
 
 
 def test_a_voter_on_a_new_listener_updates_its_entry(cluster: Cluster) -> None:
@@ -237,7 +210,7 @@ def test_a_voter_on_a_new_listener_updates_its_entry(cluster: Cluster) -> None:
         writer.wait_for_more(len(writer.acknowledged))
         c.start(leader)
     healthy(c)
-    check_acknowledged(c, writer)
+    check_acknowledged(c, writer, c.procs, c.wait_for_leader(timeout_s=60))
 
 
 def test_bad_voter_updates_and_votes_get_kafkas_errors_and_change_nothing(
@@ -344,7 +317,8 @@ def test_losing_two_of_three_disks_for_good_and_recovering_with_force_standalone
     held = set(survivor_log.values())
     allowed = {p for p in acknowledged_before_loss if p not in held}
     print(f"acknowledged writes the survivor had not fetched: {len(allowed)} of {end} offsets")
-    check_acknowledged(c, writer, allowed)
+    final = c.wait_for_leader(timeout_s=60)
+    check_acknowledged(c, writer, c.procs, final, lost_allowed=allowed)
 
 
 def test_force_standalone_refuses_while_a_quorum_lives_or_a_newer_log_answers(

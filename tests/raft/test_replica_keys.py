@@ -5,12 +5,12 @@ a voter itself, on its own directory, may change its entry."""
 from __future__ import annotations
 
 import pytest
+from dynamic_voters import committed, dynamic_cluster, voter
 
 from quorum.raft.messages import ErrorCode, FetchRequest
 from quorum.raft.node import RaftNode
 from quorum.raft.voters import Endpoint, Voter, VoterChangeRefused
 from quorum.sim.instant import InstantCluster
-from tests.raft.test_voters import committed, dynamic_cluster, voter
 
 
 def with_directory(cluster: InstantCluster, leader: RaftNode) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from dynamic_voters import committed, dynamic_cluster, voter
 
 from quorum.raft.config import QuorumStateData, RaftConfig
 from quorum.raft.effects import FetchSnapshot, Role
@@ -13,7 +14,6 @@ from quorum.raft.messages import ErrorCode, FetchResponse, VoteResponse
 from quorum.raft.node import NotLeaderError, RaftNode
 from quorum.raft.records import Batch, SnapshotId
 from quorum.raft.voters import (
-    Endpoint,
     Voter,
     VoterChangeRefused,
     VoterSet,
@@ -25,21 +25,6 @@ from quorum.raft.voters import (
 from quorum.sim.instant import InstantCluster
 
 THREE = VoterSet((Voter(1, "d1"), Voter(2, "d2"), Voter(3, "d3")))
-
-
-def voter(node_id: int) -> Voter:
-    return Voter(node_id, f"d{node_id}", (Endpoint("CONTROLLER", "localhost", 9000 + node_id),))
-
-
-def dynamic_cluster(voters: int = 3, observers: int = 1) -> tuple[InstantCluster, RaftNode]:
-    cluster = InstantCluster(voters=voters, observers=observers, kraft_version=1)
-    leader = cluster.elect()
-    cluster.advance(3000)  # observers find the leader and catch up
-    return cluster, leader
-
-
-def committed(node: RaftNode, offset: int) -> bool:
-    return node.high_watermark > offset
 
 
 # ----------------------------------------------------------------- the record

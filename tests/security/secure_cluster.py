@@ -3,6 +3,8 @@ throw-away CA made for the test (`quorum.common.local_ca`).
 
 Every controller and broker presents its own certificate (``CN=controller-N``,
 ``CN=broker-N``); the test's clients present ``CN=admin`` unless told otherwise.
+The ACL bindings the tests create, and what they compare before and after a
+refused call, are here too.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from quorum.authz.authorizer import Operation, PatternType, Permission, ResourceType
 from quorum.common.local_ca import IssuedFiles, LocalCa
 from quorum.common.tls import ClientAuth, TlsSettings
+from quorum.gen import admin_pb2 as api
 from tests.integration.controller_cluster import Cluster
 
 
@@ -59,3 +63,34 @@ def add_mtls_brokers(cluster: Cluster, ca: LocalCa, *broker_ids: int, **extra: s
         files = ca.write(cluster.root / "certs", f"broker-{broker_id}")
         props = {k.replace(".", "__"): v for k, v in tls_properties(files, None).items()}
         cluster.add_brokers(broker_id, **props, **extra)
+
+
+def binding(
+    resource_type: ResourceType,
+    name: str,
+    principal: str,
+    operation: Operation,
+    permission: Permission = Permission.ALLOW,
+    pattern: PatternType = PatternType.LITERAL,
+) -> api.AclBinding:
+    return api.AclBinding(
+        resource_type=resource_type, resource_name=name, pattern_type=pattern,
+        principal=principal, host="*", operation=operation, permission_type=permission,
+    )  # fmt: skip
+
+
+def create_acls(cluster: Cluster, *bindings: api.AclBinding) -> None:
+    reply = cluster.call("admin", "CreateAcls", api.CreateAclsRequest(creations=list(bindings)))
+    assert all(r.error.error_code == 0 for r in reply.results), reply
+
+
+def state(cluster: Cluster) -> tuple[int, str]:
+    """(high watermark, image digest) on the leader."""
+    leader = cluster.wait_for_leader()
+    view = cluster.describe(leader.leader_id)
+    return view.high_watermark, view.image_digest
+
+
+def denials(cluster: Cluster, error: str, request: str) -> float:
+    key = f'quorum_controller_authorization_failures_total{{error="{error}",request="{request}"}}'
+    return sum(p.metrics().get(key, 0.0) for p in cluster.procs.values())

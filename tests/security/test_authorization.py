@@ -28,7 +28,15 @@ from quorum.common.local_ca import IssuedFiles, LocalCa
 from quorum.common.tls import TlsSettings
 from quorum.gen import admin_pb2 as api
 from tests.integration.controller_cluster import Cluster, run
-from tests.security.secure_cluster import add_mtls_brokers, client_settings, create_mtls_cluster
+from tests.security.secure_cluster import (
+    add_mtls_brokers,
+    binding,
+    client_settings,
+    create_acls,
+    create_mtls_cluster,
+    denials,
+    state,
+)
 
 SUPER_USERS = "User:CN=controller-1;User:CN=controller-2;User:CN=controller-3;User:CN=admin"
 BROKER = 101
@@ -72,25 +80,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, ca: LocalCa) -> Iterator[C
         c.stop_all()
 
 
-def binding(
-    resource_type: ResourceType,
-    name: str,
-    principal: str,
-    operation: Operation,
-    permission: Permission = Permission.ALLOW,
-    pattern: PatternType = PatternType.LITERAL,
-) -> api.AclBinding:
-    return api.AclBinding(
-        resource_type=resource_type, resource_name=name, pattern_type=pattern,
-        principal=principal, host="*", operation=operation, permission_type=permission,
-    )  # fmt: skip
-
-
-def create_acls(cluster: Cluster, *bindings: api.AclBinding) -> None:
-    reply = cluster.call("admin", "CreateAcls", api.CreateAclsRequest(creations=list(bindings)))
-    assert all(r.error.error_code == 0 for r in reply.results), reply
-
-
 def identity(cluster: Cluster, ca: LocalCa, name: str) -> TlsSettings:
     return client_settings(ca.write(cluster.root / "certs", name))
 
@@ -115,22 +104,10 @@ def refused_as(cluster: Cluster, tls: TlsSettings, method: str, request: Any) ->
     return refused.value
 
 
-def state(cluster: Cluster) -> tuple[int, str]:
-    """(high watermark, image digest) on the leader."""
-    leader = cluster.wait_for_leader()
-    view = cluster.describe(leader.leader_id)
-    return view.high_watermark, view.image_digest
-
-
 def create_topic(name: str) -> api.CreateTopicsRequest:
     return api.CreateTopicsRequest(topics=[
         api.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
     ])  # fmt: skip
-
-
-def denials(cluster: Cluster, error: str, request: str) -> float:
-    key = f'quorum_controller_authorization_failures_total{{error="{error}",request="{request}"}}'
-    return sum(p.metrics().get(key, 0.0) for p in cluster.procs.values())
 
 
 def test_a_valid_certificate_without_an_acl_is_denied_and_nothing_changes(

@@ -20,52 +20,45 @@ The figures (requests per service, crashes, state changes from refused
 requests, answers by status) are printed for the README.
 
 Budget: `FUZZ_REQUESTS` per service (default 5,000) in batches of
-`BATCH`; the module takes about a minute on two loaded cores.
+`BATCH` (`fuzz_rpc.py`); the module takes about a minute on two loaded cores.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
 from quorum.common.channels import open_channel
 from quorum.gen import admin_pb2 as api
-from quorum.gen import broker_pb2 as bpb
-from quorum.gen import raft_pb2 as pb
 from tests.integration.controller_cluster import Cluster
-from tests.security.proto_strategies import message_strategy, with_cluster_id
+from tests.security.fuzz_rpc import (
+    BATCH,
+    FUZZ_REQUESTS,
+    SERVICES,
+    Tally,
+    call,
+    fuzz_settings,
+    log_end,
+    requests_for,
+    wait_agreed,
+)
+from tests.security.proto_strategies import with_cluster_id
 
 pytestmark = pytest.mark.slow
 
-FUZZ_REQUESTS = int(os.environ.get("FUZZ_REQUESTS", "5000"))
-BATCH = 50
-CALL_TIMEOUT_S = 3.0
 VOTERS = (1, 2, 3)
-NON_VOTERS = st.one_of(
-    st.sampled_from([0, -1, 4, 4242, 2**31 - 1, -(2**31)]), st.integers(4, 2**31 - 1)
-)
-RAFT_SENDERS = {"candidate_id": NON_VOTERS, "leader_id": NON_VOTERS, "replica_id": NON_VOTERS}
 
-SERVICES: dict[str, ServiceDescriptor] = {
-    "RaftQuorum": pb.DESCRIPTOR.services_by_name["RaftQuorum"],
-    "QuorumLog": pb.DESCRIPTOR.services_by_name["QuorumLog"],
-    "Admin": api.DESCRIPTOR.services_by_name["Admin"],
-    "BrokerLifecycle": bpb.DESCRIPTOR.services_by_name["BrokerLifecycle"],
-}
 # Calls that may append to the metadata log when accepted.
 WRITES = {
     "CreateTopics", "DeleteTopics", "CreatePartitions", "IncrementalAlterConfigs",
@@ -74,28 +67,6 @@ WRITES = {
     "RegisterBroker", "BrokerHeartbeat",
     "MetadataFetch", "MetadataFetchStream", "Write", "WriteStream",
 }  # fmt: skip
-
-
-def requests_for(service: str) -> st.SearchStrategy[tuple[MethodDescriptor, Any]]:
-    """(method, request or random bytes) over every method of `service`."""
-    overrides = RAFT_SENDERS if service == "RaftQuorum" else {}
-    choices = []
-    for method in SERVICES[service].methods:
-        choices.append(st.tuples(st.just(method), message_strategy(method.input_type, overrides)))
-        choices.append(st.tuples(st.just(method), st.binary(min_size=1, max_size=300)))
-    return st.one_of(choices)
-
-
-@dataclass
-class Tally:
-    sent: int = 0
-    codes: Counter[str] = field(default_factory=Counter)
-    accepted_writes: int = 0
-    slow: Counter[str] = field(default_factory=Counter)
-    strict_batches: int = 0
-    batches: int = 0
-    refused_writes_checked: int = 0
-    elections: int = 0  # seen during a batch (a loaded machine): re-baselined, not failed
 
 
 # Requests that could move an epoch if a check were missing: an epoch change during
@@ -129,44 +100,6 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 _ALL_TALLIES: dict[str, Tally] = {}
 
 
-def full_state(cluster: Cluster) -> dict[int, tuple[int, int, int, str]]:
-    views = {n: cluster.describe(n) for n in cluster.procs}
-    return {
-        n: (v.leader_epoch, v.log_end_offset, v.applied_offset, v.image_digest)
-        for n, v in views.items()
-    }
-
-
-def wait_agreed(cluster: Cluster) -> dict[int, tuple[int, int, int, str]]:
-    """The state once every controller applied the same prefix."""
-    deadline = time.monotonic() + 15
-    while True:
-        now = full_state(cluster)
-        if len({s[1:] for s in now.values()}) == 1 or time.monotonic() > deadline:
-            return now
-        time.sleep(0.05)
-
-
-async def call(
-    channel: grpc.aio.Channel, service: ServiceDescriptor, method: MethodDescriptor, request: Any
-) -> tuple[str, bytes | None]:
-    """The status name and, when OK, the answer's bytes."""
-    path = f"/{service.full_name}/{method.name}"
-    serialize = (lambda b: b) if isinstance(request, bytes) else (lambda m: m.SerializeToString())
-    try:
-        if method.client_streaming:
-            stream = channel.stream_stream(path, serialize, lambda b: b)(timeout=CALL_TIMEOUT_S)
-            await stream.write(request)
-            await stream.done_writing()
-            answer = await stream.read()
-            stream.cancel()
-            return ("OK", answer) if isinstance(answer, bytes) else ("EOF", None)
-        unary = channel.unary_unary(path, serialize, lambda b: b)
-        return "OK", await unary(request, timeout=CALL_TIMEOUT_S)
-    except grpc.aio.AioRpcError as err:
-        return err.code().name, None
-
-
 def accepted(method: MethodDescriptor, answer: bytes) -> bool:
     """Whether an OK answer to a write says something was done: any item without
     an error, or an answer without per-item errors at all."""
@@ -187,17 +120,6 @@ def _api_errors(message: Message) -> Iterator[Any]:
     # An unset `error` field is error_code 0: success.
     if "error" in message.DESCRIPTOR.fields_by_name and not message.HasField("error"):
         yield api.ApiError()
-
-
-async def log_end(channel: grpc.aio.Channel) -> tuple[int, int]:
-    """The leader epoch and the log end offset this controller knows."""
-    stub_call = channel.unary_unary(
-        "/quorum.raft.v1.RaftQuorum/DescribeQuorum",
-        lambda m: m.SerializeToString(),
-        pb.DescribeQuorumResponse.FromString,
-    )
-    reply = await stub_call(pb.DescribeQuorumRequest(), timeout=5)
-    return int(reply.leader_epoch), int(reply.log_end_offset)
 
 
 async def send_batch(
@@ -270,39 +192,29 @@ def fuzz(target: Target, service: str, batch: list[tuple[MethodDescriptor, Any]]
     target.leader = cluster.wait_for_leader(timeout_s=30).leader_id  # after any election
 
 
-def _settings() -> settings:
-    return settings(
-        max_examples=max(1, FUZZ_REQUESTS // BATCH),
-        deadline=None,
-        database=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-
-
 @seed(23)
-@_settings()
+@fuzz_settings()
 @given(batch=st.lists(requests_for("RaftQuorum"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_raft_quorum(target: Target, batch: list[tuple[MethodDescriptor, Any]]) -> None:
     fuzz(target, "RaftQuorum", batch)
 
 
 @seed(23)
-@_settings()
+@fuzz_settings()
 @given(batch=st.lists(requests_for("QuorumLog"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_quorum_log(target: Target, batch: list[tuple[MethodDescriptor, Any]]) -> None:
     fuzz(target, "QuorumLog", batch)
 
 
 @seed(23)
-@_settings()
+@fuzz_settings()
 @given(batch=st.lists(requests_for("Admin"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_admin(target: Target, batch: list[tuple[MethodDescriptor, Any]]) -> None:
     fuzz(target, "Admin", batch)
 
 
 @seed(23)
-@_settings()
+@fuzz_settings()
 @given(batch=st.lists(requests_for("BrokerLifecycle"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_broker_lifecycle(target: Target, batch: list[tuple[MethodDescriptor, Any]]) -> None:
     fuzz(target, "BrokerLifecycle", batch)

@@ -2,7 +2,7 @@
 controllers: the standard health service (Check, and Watch, a server stream)
 and server reflection (ServerReflectionInfo, a bidirectional stream).
 
-The same generators and checks as test_fuzz_every_rpc.py: hostile values in
+The same generators and checks as test_fuzz_every_rpc.py (`fuzz_rpc.py`): hostile values in
 every field (huge service names and symbols, control characters, unknown
 extension numbers) or random bytes instead of a message. Watch is bounded: its
 first answer is read and the stream cancelled. Every call must end in a status
@@ -21,33 +21,28 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message_factory import GetMessageClass
-from grpc_health.v1 import health_pb2
-from grpc_reflection.v1alpha import reflection_pb2
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
 from quorum.common.channels import open_channel
 from tests.integration.controller_cluster import Cluster
-from tests.security.proto_strategies import message_strategy
-from tests.security.test_fuzz_every_rpc import (
+from tests.security.fuzz_rpc import (
     BATCH,
-    CALL_TIMEOUT_S,
     FUZZ_REQUESTS,
+    STANDARD_SERVICES,
     Tally,
+    call,
+    fuzz_settings,
     log_end,
+    requests_for,
     wait_agreed,
 )
 
 pytestmark = pytest.mark.slow
 
-SERVICES: dict[str, ServiceDescriptor] = {
-    "Health": health_pb2.DESCRIPTOR.services_by_name["Health"],
-    "ServerReflection": reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"],
-}
 _TALLIES: dict[str, Tally] = {}
 
 
@@ -66,48 +61,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop_all()
 
 
-def requests_for(service: str) -> st.SearchStrategy[tuple[MethodDescriptor, Any]]:
-    choices = []
-    for method in SERVICES[service].methods:
-        choices.append(st.tuples(st.just(method), message_strategy(method.input_type)))
-        choices.append(st.tuples(st.just(method), st.binary(min_size=1, max_size=300)))
-    return st.one_of(choices)
-
-
-async def call(
-    channel: grpc.aio.Channel, service: ServiceDescriptor, method: MethodDescriptor, request: Any
-) -> tuple[str, bytes | None]:
-    """The status name and, when OK, the (first) answer's bytes; a server stream
-    is cancelled after its first answer."""
-    path = f"/{service.full_name}/{method.name}"
-    serialize = (lambda b: b) if isinstance(request, bytes) else (lambda m: m.SerializeToString())
-    try:
-        if method.client_streaming:
-            stream = channel.stream_stream(path, serialize, lambda b: b)(timeout=CALL_TIMEOUT_S)
-            await stream.write(request)
-            await stream.done_writing()
-        elif method.server_streaming:
-            stream = channel.unary_stream(path, serialize, lambda b: b)(
-                request, timeout=CALL_TIMEOUT_S
-            )
-        else:
-            unary = channel.unary_unary(path, serialize, lambda b: b)
-            return "OK", await unary(request, timeout=CALL_TIMEOUT_S)
-        answer = await stream.read()
-        if not isinstance(answer, bytes):  # the stream ended without an answer
-            return (await stream.code()).name, None
-        stream.cancel()
-        return "OK", answer
-    except grpc.aio.AioRpcError as err:
-        return err.code().name, None
-
-
 async def send_batch(cluster: Cluster, service: str, batch: list[Any], tally: Tally) -> None:
     channels = [open_channel(p.address) for p in cluster.procs.values()]
     try:
         ends = [await log_end(c) for c in channels]
         for i, (method, request) in enumerate(batch):
-            code, answer = await call(channels[i % 3], SERVICES[service], method, request)
+            code, answer = await call(channels[i % 3], STANDARD_SERVICES[service], method, request)
             tally.sent += 1
             tally.codes[code] += 1
             assert code not in ("UNKNOWN", "INTERNAL"), (method.name, code, request)
@@ -130,24 +89,15 @@ def fuzz(cluster: Cluster, service: str, batch: list[tuple[MethodDescriptor, Any
     tally.strict_batches += 1
 
 
-_SETTINGS = settings(
-    max_examples=max(1, FUZZ_REQUESTS // BATCH),
-    deadline=None,
-    database=None,
-    phases=[Phase.generate],
-    suppress_health_check=list(HealthCheck),
-)
-
-
 @seed(23)
-@_SETTINGS
+@fuzz_settings()
 @given(batch=st.lists(requests_for("Health"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_health(cluster: Cluster, batch: list[tuple[MethodDescriptor, Any]]) -> None:
     fuzz(cluster, "Health", batch)
 
 
 @seed(23)
-@_SETTINGS
+@fuzz_settings()
 @given(batch=st.lists(requests_for("ServerReflection"), min_size=BATCH, max_size=BATCH))
 def test_fuzz_server_reflection(
     cluster: Cluster, batch: list[tuple[MethodDescriptor, Any]]
@@ -159,11 +109,11 @@ def test_both_services_got_their_requests_and_the_quorum_still_commits(cluster: 
     """The totals, and a working quorum. The suite runs in a random order: run
     before any of the two above (or alone), it first fuzzes the services not fuzzed yet."""
     fuzz_tests = {"Health": test_fuzz_health, "ServerReflection": test_fuzz_server_reflection}
-    assert set(fuzz_tests) == set(SERVICES)
+    assert set(fuzz_tests) == set(STANDARD_SERVICES)
     for service, fuzz_test in fuzz_tests.items():
         if service not in _TALLIES:
             fuzz_test(cluster=cluster)
-    for service in SERVICES:
+    for service in STANDARD_SERVICES:
         tally = _TALLIES.get(service)
         assert tally is not None and tally.sent >= FUZZ_REQUESTS, (service, tally)
         print(

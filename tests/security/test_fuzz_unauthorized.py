@@ -31,9 +31,9 @@ from quorum.common.channels import open_channel
 from quorum.common.local_ca import LocalCa
 from quorum.common.tls import TlsSettings
 from tests.integration.controller_cluster import Cluster
+from tests.security.fuzz_rpc import SERVICES, call, requests_for, wait_agreed
 from tests.security.proto_strategies import with_cluster_id
 from tests.security.secure_cluster import client_settings, create_mtls_cluster
-from tests.security.test_fuzz_every_rpc import SERVICES, call, requests_for, wait_agreed
 
 pytestmark = pytest.mark.slow
 

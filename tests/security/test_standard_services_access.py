@@ -27,11 +27,17 @@ from quorum.common.tls import TlsSettings
 from quorum.controller.api_errors import ApiError
 from quorum.rpc.wire_errors import wire_error
 from tests.integration.controller_cluster import Cluster
-from tests.security.secure_cluster import client_settings, create_mtls_cluster
-from tests.security.test_authorization import binding, create_acls, denials, state
-from tests.security.test_fuzz_standard_services import SERVICES as FUZZED
-from tests.security.test_fuzz_standard_services import call as fuzz_call
-from tests.security.test_fuzz_standard_services import requests_for
+from tests.security.fuzz_rpc import STANDARD_SERVICES as FUZZED
+from tests.security.fuzz_rpc import call as fuzz_call
+from tests.security.fuzz_rpc import requests_for
+from tests.security.secure_cluster import (
+    binding,
+    client_settings,
+    create_acls,
+    create_mtls_cluster,
+    denials,
+    state,
+)
 
 SUPER_USERS = "User:CN=controller-1;User:CN=admin"
 

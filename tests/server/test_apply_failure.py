@@ -11,7 +11,8 @@ why, and stop serving; no replica may apply past it.
 from __future__ import annotations
 
 import asyncio
-import socket
+
+from grpc_nodes import FAST, free_port
 
 from quorum.controller.codec import encode, noop
 from quorum.controller.controller import QuorumController
@@ -23,14 +24,6 @@ from quorum.raft.effects import Role
 from quorum.server.node_runtime import QuorumNode
 from snapshots.memory import MemorySnapshotStore
 from snapshots.policy import SnapshotPolicy
-
-FAST = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "election_backoff_max_ms": 200}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_every_replica_stops_at_a_record_version_it_does_not_know() -> None:

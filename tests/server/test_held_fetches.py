@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
-from test_grpc_quorum import make_nodes, running, wait_for_leader
+from grpc_nodes import make_nodes, running, wait_for_leader
 
 from quorum.controller.api_errors import ApiError
 from quorum.gen import raft_pb2 as pb

@@ -7,11 +7,11 @@ the leader's side is `KraftVersionChanges` over a leader's core state."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+from grpc_nodes import free_port
 
 from quorum.common.config import Endpoint
 from quorum.gen import admin_pb2 as api
@@ -49,12 +49,6 @@ class LeaderCore:
 @dataclass
 class Driver:
     core: LeaderCore
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def upgrade_with_an_older_voter(dry_run: bool) -> tuple[api.UpdateFeaturesResponse, list]:
