@@ -35,10 +35,23 @@ class VoterIdentity:
     enforced: bool = False
 
     def problem(self, claimed: int, principal: str) -> str | None:
-        """Why `principal` may not send a request as voter `claimed`, or None."""
-        if not self.enforced or claimed not in self.principals:
+        """Why `principal` may not send a request as voter `claimed`, or None.
+
+        A voter added at runtime (KIP-853) is in no configured list: it must
+        present its default principal, or one the configured voters hold (the
+        chart gives every controller one certificate), never any other, such as a
+        broker's."""
+        if not self.enforced:
             return None
-        expected = self.principals[claimed]
+        expected = self.principals.get(claimed)
+        if expected is None:
+            allowed = {default_voter_principal(claimed), *self.principals.values()}
+            if principal in allowed:
+                return None
+            return (
+                f"{principal} may not speak for voter {claimed} (added at runtime: "
+                f"{' or '.join(sorted(allowed))})"
+            )
         if principal == expected:
             return None
         return f"{principal} may not speak for voter {claimed} (bound to {expected})"
