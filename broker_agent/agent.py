@@ -401,8 +401,6 @@ class BrokerAgent:
                 STATE_NAMES[self.state],
             )  # fmt: skip
         self._metadata_applied()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.cache.flush)
         self._maybe_snapshot()
 
     def _maybe_snapshot(self) -> None:

@@ -1,11 +1,18 @@
 """The broker's metadata cache: a local replica of the committed metadata log.
 
 As a Kafka broker keeps its own `__cluster_metadata` log, the agent appends the
-committed batches it fetches to a segmented log under `metadata.log.dir` (one
-fsync per fetch, never per record), applies them to a `MetadataImage`, and
-snapshots that image into RocksDB by the same policy the controllers use, moving
-its log start forward. A restart loads the newest local snapshot and replays the
-log tail, then asks the controller only for what came after.
+committed batches it fetches to a segmented log under `metadata.log.dir`,
+applies them to a `MetadataImage`, and snapshots that image into RocksDB by the
+same policy the controllers use, moving its log start forward. A restart loads
+the newest local snapshot and replays the log tail, then asks the controller
+only for what came after.
+
+No fsync per fetch: as in Kafka since KAFKA-13884 (only voters flush on a Fetch
+answer), nobody counts a broker's copy toward a commit, so what an OS crash
+takes from its unflushed tail is fetched again from the controllers (the log's
+checksums find the torn end). At 200 brokers and 20 commits a second the
+fsyncs were 4,000 a second, the disk's whole budget. The cache is flushed on a
+clean shutdown.
 
 A damaged cache (a bad checksum, a missing segment, a snapshot that does not
 match its manifest) stops the agent with the file and offset named; the operator
@@ -146,4 +153,8 @@ class MetadataCache:
         self.snapshots.retain_latest(RETAIN_SNAPSHOTS)
 
     def close(self) -> None:
-        self.log.close()
+        """Flushed first: a clean restart resumes where it stopped."""
+        try:
+            self.flush()
+        finally:
+            self.log.close()
