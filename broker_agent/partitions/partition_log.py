@@ -140,6 +140,11 @@ class PartitionLog:
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[RecordBatchHeader]:
         """Every stored batch's Kafka header from `from_offset` (producer state rebuild)."""
+        for payload in self.stored_batches(from_offset):
+            yield parse_header(payload)
+
+    def stored_batches(self, from_offset: int = 0) -> Iterator[bytes]:
+        """Every stored Kafka batch from the one holding `from_offset`, as stored."""
         offset = max(from_offset, self.log_start_offset)
         while offset < self.log_end_offset:
             batches = self.store.read(offset, 1 << 20)
@@ -147,7 +152,7 @@ class PartitionLog:
                 return
             for batch in batches:
                 assert isinstance(batch, OpaqueBatch)
-                yield parse_header(batch.payload)
+                yield batch.payload
                 offset = batch.next_offset
 
     # ---------------------------------------------------------------- writes

@@ -4,13 +4,20 @@ nothing; long-polled fetches; list offsets; retention moving the log start."""
 from __future__ import annotations
 
 import asyncio
+import struct
+import zlib
 from pathlib import Path
 
+import google_crc32c
 from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, make_batch, run
 
 from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.record_batch import HEADER_SIZE
+from broker_agent.partitions.record_codec import GZIP
+
+LZ4 = 3
 
 T = "events"
 
@@ -114,6 +121,66 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
         assert leader.list_offsets(T, 0, 1_800_000_000_000, -1).offset == -1
 
     run(scenario, tmp_path, broker_ids=(0,))
+
+
+def with_codec(batch: bytes, codec: int) -> bytes:
+    """`batch` with its records compressed by `codec` (1 gzip); any other codec
+    marks the records as compressed by it without compressing them, which is all
+    a broker that cannot read that codec sees of them."""
+    records = batch[HEADER_SIZE:]
+    if codec == GZIP:
+        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        records = packer.compress(records) + packer.flush()
+    (attributes,) = struct.unpack_from(">h", batch, 21)
+    body = struct.pack(">h", attributes | codec) + batch[23:HEADER_SIZE] + records
+    crc = google_crc32c.value(body)
+    return batch[:8] + struct.pack(">iibI", len(body) + 9, -1, 2, crc) + body
+
+
+def test_list_offsets_by_time_and_max_timestamp_answer_the_record(tmp_path: Path) -> None:
+    """Kafka answers the record, not its batch: the first one at or after the time
+    asked, and for -3 (MAX_TIMESTAMP) the first one carrying the largest timestamp,
+    each with its own timestamp; gzip batches are read, a codec the broker cannot
+    read is answered with its batch's base offset. Only offsets below the HW are
+    told to consumers; a tool (DEBUGGING_REPLICA_ID) is told up to the LEO."""
+    t = 1_700_000_000_000
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0,))
+        leader = cluster.brokers[0]
+        assert leader.list_offsets(T, 0, -3, -1) == (ErrorCode.none, -1, -1, -1)  # empty
+        stored = [
+            make_batch(b"a", b"b", b"c", timestamps_ms=[t, t + 30, t + 10]),  # 0-2
+            with_codec(make_batch(b"d", b"e", timestamps_ms=[t + 20, t + 50]), GZIP),  # 3-4
+            with_codec(make_batch(b"f", b"g", timestamps_ms=[t + 40, t + 60]), LZ4),  # 5-6
+            make_batch(b"h", b"i", timestamps_ms=[t + 60, t + 5]),  # 7-8
+        ]
+        for batch in stored:
+            assert (await leader.append(T, 0, batch, 1, 1_000)).error == ErrorCode.none
+        at = leader.list_offsets
+        assert at(T, 0, t + 5, -1) == (ErrorCode.none, 1, t + 30, 0)  # not 0: batch max t+30
+        assert at(T, 0, t + 30, -1)[1:3] == (1, t + 30)
+        assert at(T, 0, t + 31, -1)[1:3] == (4, t + 50)  # inside the gzip batch
+        assert at(T, 0, t + 55, -1)[1:3] == (5, t + 60)  # lz4: its base offset, max time
+        assert at(T, 0, t + 61, -1) == (ErrorCode.none, -1, -1, -1)
+        # t+60 twice (lz4 batch and offset 7): the first batch holding it, at its base.
+        assert at(T, 0, -3, -1) == (ErrorCode.none, 5, t + 60, 0)
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+    async def above_the_hw(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))  # broker 1 never fetches: the HW stays 0
+        leader = cluster.brokers[0]
+        batches = [make_batch(b"x", b"y", timestamps_ms=[t + 70, t + 80]),
+                   make_batch(b"z", timestamps_ms=[t + 90])]  # fmt: skip
+        for batch in batches:
+            assert (await leader.append(T, 0, batch, 1, 1_000)).error == ErrorCode.none
+        for timestamp in (-3, t + 75):
+            assert leader.list_offsets(T, 0, timestamp, -1) == (ErrorCode.none, -1, -1, -1)
+        assert leader.replica_offsets(T, 0, -3, -1) == (ErrorCode.none, 2, t + 90, 0)
+        assert leader.replica_offsets(T, 0, t + 75, -1) == (ErrorCode.none, 1, t + 80, 0)
+
+    run(above_the_hw, tmp_path / "hw", broker_ids=(0,))
 
 
 def test_retention_moves_the_log_start_on_leader_and_followers(tmp_path: Path) -> None:
