@@ -12,7 +12,9 @@ carrying the log's largest timestamp. Either is then shown only if it lies below
 read yet). The records are read from uncompressed and gzip batches; a batch in
 another codec (lz4, snappy, zstd: the broker has no decompressor for them) is
 answered with its base offset and max timestamp, which is never past the exact
-record, so a consumer that seeks there misses nothing.
+record, so a consumer that seeks there misses nothing. Each segment's largest
+timestamp is remembered between lookups (`time_index.py`), so a lookup reads only
+the segment that holds its answer and what was appended since the last one.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from broker_agent.partitions.record_codec import (
     UnsupportedCompression,
     records_of,
 )
+from broker_agent.partitions.time_index import SegmentTimes, batches_in, segment_times
 
 NOT_FOUND = ListOffsetsResult(ErrorCode.none, -1, -1, -1)
 
@@ -64,38 +67,46 @@ def offset_at(part: Partition, timestamp: int, end: int) -> ListOffsetsResult:
 def _first_record_at_or_after(
     plog: PartitionLog, timestamp: int, end: int
 ) -> ListOffsetsResult | None:
-    for payload in plog.stored_batches():
-        header = parse_header(payload)
-        if header.base_offset >= end:
+    log_start = plog.log_start_offset
+    for times in segment_times(plog):
+        if times.start >= end:
             return None
-        if header.max_timestamp < timestamp:
-            continue
-        times = _record_times(header, payload)
-        if times is None:
-            return _found(header, header.base_offset, header.max_timestamp)
-        for offset, record_timestamp in times:
-            if record_timestamp >= timestamp:
-                return _found(header, offset, record_timestamp)
+        if times.max_batch_offset < 0 or times.max_timestamp < timestamp:
+            continue  # nothing that late in this segment: not read
+        for header, payload in batches_in(plog, times):
+            if header.base_offset >= end:
+                return None
+            if header.max_timestamp < timestamp:
+                continue
+            records = _record_times(header, payload)
+            if records is None:
+                return _found(header, max(header.base_offset, log_start), header.max_timestamp)
+            for offset, record_timestamp in records:
+                if record_timestamp >= timestamp and offset >= log_start:
+                    return _found(header, offset, record_timestamp)
     return None
 
 
 def _max_timestamp_record(plog: PartitionLog) -> ListOffsetsResult | None:
     """The first record carrying the largest timestamp of the whole log (to its
     LEO, as Kafka looks it up before filtering by `end`)."""
-    best: tuple[RecordBatchHeader, bytes] | None = None
-    for payload in plog.stored_batches():
-        header = parse_header(payload)
-        if header.records_count and (best is None or header.max_timestamp > best[0].max_timestamp):
-            best = (header, payload)
+    best: SegmentTimes | None = None
+    for times in segment_times(plog):
+        if times.max_batch_offset >= 0 and (
+            best is None or times.max_timestamp > best.max_timestamp
+        ):
+            best = times
     if best is None:
         return None
-    header, payload = best
-    times = _record_times(header, payload)
-    if times is not None:
-        for offset, record_timestamp in times:
-            if record_timestamp == header.max_timestamp:
+    log_start = plog.log_start_offset
+    payload = next(plog.stored_batches(best.max_batch_offset))
+    header = parse_header(payload)
+    records = _record_times(header, payload)
+    if records is not None:
+        for offset, record_timestamp in records:
+            if record_timestamp == header.max_timestamp and offset >= log_start:
                 return _found(header, offset, record_timestamp)
-    return _found(header, header.base_offset, header.max_timestamp)
+    return _found(header, max(header.base_offset, log_start), header.max_timestamp)
 
 
 def _record_times(header: RecordBatchHeader, payload: bytes) -> list[tuple[int, int]] | None:

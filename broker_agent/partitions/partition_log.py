@@ -87,6 +87,8 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._checkpointed_hw = -1
         self._active_first_timestamp = (-1, -1)  # (active segment base, its first batch's time)
+        # Truncations and resets so far: what was read of the log before one may be gone.
+        self.truncations = 0
 
     # ----------------------------------------------------------------- reads
 
@@ -236,10 +238,12 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             self.reset_to(offset)
             return
+        self.truncations += 1
         self.store.truncate(offset)
 
     def reset_to(self, offset: int) -> None:
         """An empty log starting at `offset` (a follower behind the leader's log start)."""
+        self.truncations += 1
         self.store.reset_to_snapshot(SnapshotId(offset, max(self.latest_epoch, 0)))
 
     def advance_log_start(self, offset: int) -> None:
