@@ -205,3 +205,60 @@ def test_retention_moves_the_log_start_on_leader_and_followers(tmp_path: Path) -
         await eventually(lambda: follower.log.log_start_offset == start, "follower's log start")
 
     run(scenario, tmp_path, broker_ids=(0, 1), log_config=LogConfig())
+
+
+def test_acks_all_past_its_timeout_is_request_timed_out_and_the_batch_stays(
+    tmp_path: Path,
+) -> None:
+    """Produce's timeout_ms bounds the acks=all wait (Kafka's REQUEST_TIMED_OUT); the
+    batch was appended and stays: once the follower fetches it is committed, and a
+    consumer reads it, as in Kafka (the producer, retrying, may then store it twice
+    unless it is idempotent)."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))  # broker 1 not started: the HW stays
+        leader = cluster.brokers[0]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        result = await leader.append(T, 0, make_batch(b"late"), -1, 300)
+        assert (result.error, result.base_offset) == (ErrorCode.request_timed_out, 0)
+        assert loop.time() - started >= 0.3
+        assert leader.high_watermark(T, 0) == 0 and await cluster.consume(0, T) == b""
+        await cluster.start_broker(1)
+        await eventually(lambda: leader.high_watermark(T, 0) == 1, "the follower's fetch")
+        assert await cluster.consume(0, T) != b""
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+
+def test_retention_ms_drops_segments_whose_records_are_older_on_leader_and_followers(
+    tmp_path: Path,
+) -> None:
+    """Kafka's retention.ms by the records' own (max) timestamps: whole segments
+    below the HW whose newest record is older than retention.ms go, never the
+    active one; the followers take the leader's new log start from its answers."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1), retention_ms="60000", segment_bytes="9000")
+        leader = cluster.brokers[0]
+        for store in (b.partition_state(T, 0) for b in cluster.brokers.values()):
+            assert store is not None
+            store.log.store.segment_bytes = 400  # below the key's minimum: small segments
+        now = cluster.clock.now_ms
+        old = [make_batch(b"v" * 150, timestamp_ms=now - 120_000 + i) for i in range(6)]
+        new = [make_batch(b"v" * 150, timestamp_ms=now - 1_000 + i) for i in range(6)]
+        for batch in old + new:
+            assert (await leader.append(T, 0, batch, -1, 5_000)).error == ErrorCode.none
+        leader.tick()
+        plog = leader.partition_state(T, 0).log  # type: ignore[union-attr]
+        start = plog.log_start_offset
+        assert 0 < start <= 6  # old segments gone; none holding a newer record
+        assert plog.store.segments[0].base_offset == start
+        assert leader.list_offsets(T, 0, -2, -1).offset == start
+        assert leader.list_offsets(T, 0, now - 1_000, -1).offset == 6  # the new ones stay
+        await leader.append(T, 0, make_batch(b"more"), -1, 5_000)
+        follower = cluster.brokers[1].partition_state(T, 0)
+        assert follower is not None
+        await eventually(lambda: follower.log.log_start_offset == start, "follower's log start")
+
+    run(scenario, tmp_path, broker_ids=(0, 1), log_config=LogConfig())
