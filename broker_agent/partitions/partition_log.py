@@ -267,7 +267,10 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int, high_watermark: int) -> int:
         """Kafka's `retention.ms` and `retention.bytes`: drop whole segments wholly
-        below the HW (never the active one), oldest first; the new log start."""
+        below the HW (never the active one), oldest first; the new log start. As in
+        Kafka, a segment goes for its size only if the log still holds at least
+        `retention.bytes` without it, and for its age once its newest record is
+        older than `retention.ms`."""
         if not self.config.delete:
             return self.log_start_offset  # cleanup.policy=compact: only the cleaner removes
         segments = self.store.segments
@@ -276,7 +279,7 @@ class PartitionLog:
         for segment in segments[:-1]:
             if segment.next_offset > high_watermark:
                 break
-            over_bytes = 0 <= self.config.retention_bytes < total
+            over_bytes = 0 <= self.config.retention_bytes <= total - segment.size_bytes
             too_old = (
                 self.config.retention_ms >= 0
                 and now_ms - segment.last_append_time_ms > self.config.retention_ms
