@@ -20,6 +20,8 @@ DEBUGGING_REPLICA_ID = -2
 NO_LEADER_EPOCH = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets v7+ (KIP-734): the record with the largest timestamp.
+MAX_TIMESTAMP = -3
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,8 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._checkpointed_hw = -1
         self._active_first_timestamp = (-1, -1)  # (active segment base, its first batch's time)
+        # Truncations and resets so far: what was read of the log before one may be gone.
+        self.truncations = 0
 
     # ----------------------------------------------------------------- reads
 
@@ -140,6 +142,11 @@ class PartitionLog:
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[RecordBatchHeader]:
         """Every stored batch's Kafka header from `from_offset` (producer state rebuild)."""
+        for payload in self.stored_batches(from_offset):
+            yield parse_header(payload)
+
+    def stored_batches(self, from_offset: int = 0) -> Iterator[bytes]:
+        """Every stored Kafka batch from the one holding `from_offset`, as stored."""
         offset = max(from_offset, self.log_start_offset)
         while offset < self.log_end_offset:
             batches = self.store.read(offset, 1 << 20)
@@ -147,7 +154,7 @@ class PartitionLog:
                 return
             for batch in batches:
                 assert isinstance(batch, OpaqueBatch)
-                yield parse_header(batch.payload)
+                yield batch.payload
                 offset = batch.next_offset
 
     # ---------------------------------------------------------------- writes
@@ -231,10 +238,12 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             self.reset_to(offset)
             return
+        self.truncations += 1
         self.store.truncate(offset)
 
     def reset_to(self, offset: int) -> None:
         """An empty log starting at `offset` (a follower behind the leader's log start)."""
+        self.truncations += 1
         self.store.reset_to_snapshot(SnapshotId(offset, max(self.latest_epoch, 0)))
 
     def advance_log_start(self, offset: int) -> None:
@@ -258,7 +267,10 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int, high_watermark: int) -> int:
         """Kafka's `retention.ms` and `retention.bytes`: drop whole segments wholly
-        below the HW (never the active one), oldest first; the new log start."""
+        below the HW (never the active one), oldest first; the new log start. As in
+        Kafka, a segment goes for its size only if the log still holds at least
+        `retention.bytes` without it, and for its age once its newest record is
+        older than `retention.ms`."""
         if not self.config.delete:
             return self.log_start_offset  # cleanup.policy=compact: only the cleaner removes
         segments = self.store.segments
@@ -267,7 +279,7 @@ class PartitionLog:
         for segment in segments[:-1]:
             if segment.next_offset > high_watermark:
                 break
-            over_bytes = 0 <= self.config.retention_bytes < total
+            over_bytes = 0 <= self.config.retention_bytes <= total - segment.size_bytes
             too_old = (
                 self.config.retention_ms >= 0
                 and now_ms - segment.last_append_time_ms > self.config.retention_ms

@@ -560,8 +560,9 @@ class ReplicaManager:
     def list_offsets(
         self, topic: str, partition: int, timestamp: int, current_leader_epoch: int
     ) -> ListOffsetsResult:
-        """-2 earliest, -1 latest (the HW: what consumers can read), else the first
-        batch whose max timestamp is at or after `timestamp`."""
+        """-2 earliest, -1 latest (the HW: what consumers can read), -3 the record
+        with the largest timestamp, else the first record at or after `timestamp`;
+        only offsets below the HW are told (`offset_lookups.py`)."""
         part, error = self._lookup(topic, partition, current_leader_epoch)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)
@@ -572,7 +573,7 @@ class ReplicaManager:
     ) -> ListOffsetsResult:
         """ListOffsets from Kafka's DEBUGGING_REPLICA_ID (-2), for tools: this broker's
         own replica answers, leader or follower, from its log: -2 its log start, -1 its
-        LEO (not the HW), else the first batch at or after `timestamp` below the LEO."""
+        LEO (not the HW), else as `list_offsets` below the LEO."""
         part, error = self._lookup(topic, partition, current_leader_epoch, leader_only=False)
         if part is None:
             return ListOffsetsResult(error, -1, -1, -1)

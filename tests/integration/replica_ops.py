@@ -172,6 +172,28 @@ def fetch(
     return r.error_code, int(r.high_watermark), records
 
 
+def epoch_errors(
+    cluster: Cluster, broker_id: int, topic: str, index: int, current_leader_epoch: int
+) -> tuple[ErrorCode, ErrorCode, ErrorCode]:
+    """The errors of a consumer's Fetch, ListOffsets and OffsetsForLeaderEpoch that
+    each carry `current_leader_epoch`, asked of broker `broker_id`."""
+    values = fetch_values(topic, index)
+    values["topics"][0]["partitions"][0]["current_leader_epoch"] = current_leader_epoch  # type: ignore[index]
+    with socket_to(cluster, broker_id) as s:
+        fetched = s.request(ApiKey.FETCH, 12, values).responses[0].partitions[0]
+        listed = s.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [{"partition_index": index,
+                "current_leader_epoch": current_leader_epoch, "timestamp": -1}]}],
+        }).topics[0].partitions[0]  # fmt: skip
+        ended = s.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
+            "replica_id": -1,
+            "topics": [{"topic": topic, "partitions": [{"partition": index,
+                "current_leader_epoch": current_leader_epoch, "leader_epoch": 0}]}],
+        }).topics[0].partitions[0]  # fmt: skip
+    return fetched.error_code, listed.error_code, ended.error_code
+
+
 def read_all(
     cluster: Cluster, broker_id: int, topic: str, index: int
 ) -> list[tuple[int, bytes | None]]:

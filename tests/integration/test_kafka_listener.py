@@ -10,6 +10,7 @@ import json
 import shutil
 import struct
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -350,6 +351,48 @@ def test_list_offsets_and_epochs_of_an_unknown_topic(cluster: Cluster) -> None:
                 {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}],
         })  # fmt: skip
         assert epochs.topics[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_clients_find_records_by_timestamp_and_the_largest_timestamp(cluster: Cluster) -> None:
+    """ListOffsets by time (librdkafka's offsets_for_times, kafka-python's) and
+    MAX_TIMESTAMP (-3, KIP-734, librdkafka's admin list_offsets) answer the exact
+    record, inside a gzip batch of records with timestamps out of order."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as PyTopicPartition
+
+    # Recent times: records older than retention.ms (7 days) would be deleted.
+    topic, t = "stamped", int(time.time() * 1000) - 60_000
+    ctl_json(cluster, "topics", "create", topic, "--partitions", "1", "--replication-factor", "3")
+    wait_for_topic_everywhere(cluster, topic)
+    times = [t, t + 40, t + 10, t + 90, t + 20, t + 90, t + 30]  # max at offsets 3 and 5
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+                         "compression.type": "gzip", "linger.ms": 1000})  # fmt: skip
+    for i, ts in enumerate(times):
+        producer.produce(topic, b"v%d" % i, partition=0, timestamp=ts)
+    assert producer.flush(60) == 0
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "stamped"})
+    try:
+        found = [
+            consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=30)[0].offset
+            for ts in (t + 15, t + 41, t + 91)
+        ]
+        assert found == [1, 3, -1]  # -1: no record that late
+    finally:
+        consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    listed = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.max_timestamp()})
+    [info] = [f.result(timeout=30) for f in listed.values()]
+    assert (info.offset, info.timestamp) == (3, t + 90)
+    py = KafkaConsumer(bootstrap_servers=bootstrap(cluster), request_timeout_ms=20000)
+    try:
+        partition = PyTopicPartition(topic, 0)
+        at = py.offsets_for_times({partition: t + 25})[partition]
+        assert (at.offset, at.timestamp) == (1, t + 40)
+    finally:
+        py.close()
 
 
 def test_init_producer_id_hands_out_distinct_ids_from_the_controllers_blocks(

@@ -1,5 +1,6 @@
 """What `make run` runs (the launcher), end to end: three controllers, three brokers
-ONLINE, a clean stop on Ctrl-C, and a second run resuming from the same data.
+ONLINE, the README's kcat lines (list, produce, consume) against its brokers, a
+clean stop on Ctrl-C, and a second run resuming from the same data.
 
 It uses the fixed ports the README documents (9093-9095 and friends), below the
 ephemeral range the other tests' free ports come from; `make run TLS=1` is tested
@@ -87,6 +88,24 @@ def test_make_run_starts_three_controllers_and_three_online_brokers(tmp_path: Pa
         assert listing.returncode == 0, listing.stderr
         assert "3 brokers:" in listing.stdout, listing.stdout
         assert "broker 101 at 127.0.0.1:9092" in listing.stdout, listing.stdout
+        # The README's lines: a topic made with quorumctl, produced to and read back.
+        made = subprocess.run(
+            [str(BIN / "quorumctl"), "topics", "create", "orders", "--partitions", "3",
+             "--replication-factor", "3"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        produced = subprocess.run(
+            ["kcat", "-b", "127.0.0.1:9092", "-P", "-t", "orders", "-p", "0", "-X", "acks=all"],
+            input="one\ntwo\n", capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert produced.returncode == 0, produced.stderr
+        consumed = subprocess.run(
+            ["kcat", "-b", "127.0.0.1:9092", "-C", "-t", "orders", "-p", "0", "-o", "beginning",
+             "-e", "-f", "%o %s\n"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert (consumed.returncode, consumed.stdout) == (0, "0 one\n1 two\n"), consumed.stderr
     first = "".join(lines)
     for line in ONLINE_LINES:
         assert line in first, first

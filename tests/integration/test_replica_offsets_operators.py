@@ -1,7 +1,7 @@
 """What an operator sees of replication, on real processes: three controllers,
 three brokers and an RF 3 topic. `quorumctl topics describe` asks the brokers
 for each replica's LEO (ListOffsets from DEBUGGING_REPLICA_ID) and the leader for
-the HW and log start; the brokers' /metrics say the same. With a follower
+the HW and log start; the brokers' /metrics say the same (and pass promtool). With a follower
 stopped (SIGSTOP), the leader sees it fall behind, shrinks the ISR after
 `replica.lag.time.max.ms`, and `describe` shows the stopped broker as unknown
 without failing; once it runs again it catches up and rejoins."""
@@ -9,7 +9,10 @@ without failing; once it runs again it catches up and rejoins."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,18 @@ def settled(cluster: Cluster, offset: int) -> bool:
     )
 
 
+def promtool_check(metrics_port: int) -> subprocess.CompletedProcess[str]:
+    """`promtool check metrics` on one /metrics page (`make test` installs promtool)."""
+    found = shutil.which("promtool")
+    assert found, "promtool is missing: `make test` installs Debian's prometheus package"
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as page:
+        text = page.read().decode()
+    return subprocess.run(
+        [found, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+
+
 def metric(cluster: Cluster, broker: int, name: str) -> float | None:
     return cluster.brokers[broker].metrics().get(name)
 
@@ -121,6 +136,9 @@ def test_after_producing_every_replica_has_hw_equal_to_leo_and_no_lag(cluster: C
         else:
             assert values[f"quorum_broker_replica_fetcher_lag_records{LABELS}"] == 0
             assert values["quorum_broker_replica_fetcher_max_lag_records"] == 0
+    for broker in BROKERS:  # filled per-partition families pass Prometheus's linter
+        lint = promtool_check(cluster.brokers[broker].metrics_port)
+        assert lint.returncode == 0 and not lint.stdout.strip(), (broker, lint.stdout, lint.stderr)
     table = ctl(cluster, "topics", "describe", "--topic", TOPIC)
     assert table.returncode == 0, table.stderr
     header, line = table.stdout.splitlines()

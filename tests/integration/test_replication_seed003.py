@@ -100,6 +100,14 @@ def test_one_replica_down_refuses_writes_serves_reads_and_min_isr_1_restores_wri
 
     ops.kill(cluster, REPLICA_0)
     wait_state(cluster, topic, REPLICA_1, [REPLICA_1])
+    # The new leader has a new epoch: a client on the one before is fenced, one ahead of
+    # the broker is told its epoch is unknown (Fetch, ListOffsets, OffsetsForLeaderEpoch).
+    epoch = ops.partition(cluster, topic).leader_epoch
+    assert epoch >= 1
+    fenced, unknown = ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch
+    assert ops.epoch_errors(cluster, REPLICA_1, topic, 0, epoch - 1) == (fenced,) * 3
+    assert ops.epoch_errors(cluster, REPLICA_1, topic, 0, epoch + 1) == (unknown,) * 3
+    assert ops.epoch_errors(cluster, REPLICA_1, topic, 0, epoch) == (ErrorCode.none,) * 3
     assert write(cluster, REPLICA_1, topic, b"refused") == ErrorCode.not_enough_replicas
     assert values_on(cluster, REPLICA_1, topic) == before  # reads go on; nothing appended
     # acks=1 is not what min.insync.replicas guards (Kafka's rule too).

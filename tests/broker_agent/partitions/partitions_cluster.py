@@ -33,13 +33,18 @@ def make_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     timestamp_ms: int = BASE_TIME_MS,
+    timestamps_ms: Sequence[int] | None = None,
 ) -> bytes:
-    """A producer's record batch, written by kio."""
-    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC))
+    """A producer's record batch, written by kio: every record at `timestamp_ms`,
+    or each at its own of `timestamps_ms`."""
+    times = timestamps_ms if timestamps_ms is not None else [timestamp_ms] * len(values)
+    assert len(times) == len(values)
     records = tuple(
         Record(
             attributes=i8(0),
-            timestamp=ts,
+            timestamp=TZAwareMicros.parse(
+                datetime.datetime.fromtimestamp(times[i] / 1000, datetime.UTC)
+            ),
             offset=i64(i),
             key=b"key-%d" % i,
             value=v,

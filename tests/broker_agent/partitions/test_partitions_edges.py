@@ -4,13 +4,20 @@ nothing; long-polled fetches; list offsets; retention moving the log start."""
 from __future__ import annotations
 
 import asyncio
+import struct
+import zlib
 from pathlib import Path
 
+import google_crc32c
 from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, make_batch, run
 
 from broker_agent.partitions.api import FetchPartition
 from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.record_batch import HEADER_SIZE
+from broker_agent.partitions.record_codec import GZIP
+
+LZ4 = 3
 
 T = "events"
 
@@ -116,6 +123,66 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
     run(scenario, tmp_path, broker_ids=(0,))
 
 
+def with_codec(batch: bytes, codec: int) -> bytes:
+    """`batch` with its records compressed by `codec` (1 gzip); any other codec
+    marks the records as compressed by it without compressing them, which is all
+    a broker that cannot read that codec sees of them."""
+    records = batch[HEADER_SIZE:]
+    if codec == GZIP:
+        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        records = packer.compress(records) + packer.flush()
+    (attributes,) = struct.unpack_from(">h", batch, 21)
+    body = struct.pack(">h", attributes | codec) + batch[23:HEADER_SIZE] + records
+    crc = google_crc32c.value(body)
+    return batch[:8] + struct.pack(">iibI", len(body) + 9, -1, 2, crc) + body
+
+
+def test_list_offsets_by_time_and_max_timestamp_answer_the_record(tmp_path: Path) -> None:
+    """Kafka answers the record, not its batch: the first one at or after the time
+    asked, and for -3 (MAX_TIMESTAMP) the first one carrying the largest timestamp,
+    each with its own timestamp; gzip batches are read, a codec the broker cannot
+    read is answered with its batch's base offset. Only offsets below the HW are
+    told to consumers; a tool (DEBUGGING_REPLICA_ID) is told up to the LEO."""
+    t = 1_700_000_000_000
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0,))
+        leader = cluster.brokers[0]
+        assert leader.list_offsets(T, 0, -3, -1) == (ErrorCode.none, -1, -1, -1)  # empty
+        stored = [
+            make_batch(b"a", b"b", b"c", timestamps_ms=[t, t + 30, t + 10]),  # 0-2
+            with_codec(make_batch(b"d", b"e", timestamps_ms=[t + 20, t + 50]), GZIP),  # 3-4
+            with_codec(make_batch(b"f", b"g", timestamps_ms=[t + 40, t + 60]), LZ4),  # 5-6
+            make_batch(b"h", b"i", timestamps_ms=[t + 60, t + 5]),  # 7-8
+        ]
+        for batch in stored:
+            assert (await leader.append(T, 0, batch, 1, 1_000)).error == ErrorCode.none
+        at = leader.list_offsets
+        assert at(T, 0, t + 5, -1) == (ErrorCode.none, 1, t + 30, 0)  # not 0: batch max t+30
+        assert at(T, 0, t + 30, -1)[1:3] == (1, t + 30)
+        assert at(T, 0, t + 31, -1)[1:3] == (4, t + 50)  # inside the gzip batch
+        assert at(T, 0, t + 55, -1)[1:3] == (5, t + 60)  # lz4: its base offset, max time
+        assert at(T, 0, t + 61, -1) == (ErrorCode.none, -1, -1, -1)
+        # t+60 twice (lz4 batch and offset 7): the first batch holding it, at its base.
+        assert at(T, 0, -3, -1) == (ErrorCode.none, 5, t + 60, 0)
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+    async def above_the_hw(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))  # broker 1 never fetches: the HW stays 0
+        leader = cluster.brokers[0]
+        batches = [make_batch(b"x", b"y", timestamps_ms=[t + 70, t + 80]),
+                   make_batch(b"z", timestamps_ms=[t + 90])]  # fmt: skip
+        for batch in batches:
+            assert (await leader.append(T, 0, batch, 1, 1_000)).error == ErrorCode.none
+        for timestamp in (-3, t + 75):
+            assert leader.list_offsets(T, 0, timestamp, -1) == (ErrorCode.none, -1, -1, -1)
+        assert leader.replica_offsets(T, 0, -3, -1) == (ErrorCode.none, 2, t + 90, 0)
+        assert leader.replica_offsets(T, 0, t + 75, -1) == (ErrorCode.none, 1, t + 80, 0)
+
+    run(above_the_hw, tmp_path / "hw", broker_ids=(0,))
+
+
 def test_retention_moves_the_log_start_on_leader_and_followers(tmp_path: Path) -> None:
     async def scenario(cluster: Cluster) -> None:
         cluster.create_topic(T, replicas=(0, 1), retention_bytes="1000", segment_bytes="9000")
@@ -127,11 +194,72 @@ def test_retention_moves_the_log_start_on_leader_and_followers(tmp_path: Path) -
             await leader.append(T, 0, make_batch(b"v" * 50, b"%d" % i), -1, 5_000)
         await eventually(lambda: cluster.brokers[1].high_watermark(T, 0) == 40, "replicated")
         leader.tick()
-        start = leader.partition_state(T, 0).log.log_start_offset  # type: ignore[union-attr]
+        plog = leader.partition_state(T, 0).log  # type: ignore[union-attr]
+        start = plog.log_start_offset
         assert start > 0
+        # Kafka's rule: at least retention.bytes stay; one segment fewer would be less.
+        sizes = [s.size_bytes for s in plog.store.segments]
+        assert sum(sizes) >= 1000 > sum(sizes) - sizes[0]
         results = await leader.fetch(-1, 0, 1, 1 << 20, [FetchPartition(T, 0, 0)])
         assert results[0].error is ErrorCode.offset_out_of_range
         assert results[0].log_start_offset == start
+        await leader.append(T, 0, make_batch(b"more"), -1, 5_000)
+        follower = cluster.brokers[1].partition_state(T, 0)
+        assert follower is not None
+        await eventually(lambda: follower.log.log_start_offset == start, "follower's log start")
+
+    run(scenario, tmp_path, broker_ids=(0, 1), log_config=LogConfig())
+
+
+def test_acks_all_past_its_timeout_is_request_timed_out_and_the_batch_stays(
+    tmp_path: Path,
+) -> None:
+    """Produce's timeout_ms bounds the acks=all wait (Kafka's REQUEST_TIMED_OUT); the
+    batch was appended and stays: once the follower fetches it is committed, and a
+    consumer reads it, as in Kafka (the producer, retrying, may then store it twice
+    unless it is idempotent)."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1))  # broker 1 not started: the HW stays
+        leader = cluster.brokers[0]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        result = await leader.append(T, 0, make_batch(b"late"), -1, 300)
+        assert (result.error, result.base_offset) == (ErrorCode.request_timed_out, 0)
+        assert loop.time() - started >= 0.3
+        assert leader.high_watermark(T, 0) == 0 and await cluster.consume(0, T) == b""
+        await cluster.start_broker(1)
+        await eventually(lambda: leader.high_watermark(T, 0) == 1, "the follower's fetch")
+        assert await cluster.consume(0, T) != b""
+
+    run(scenario, tmp_path, broker_ids=(0,))
+
+
+def test_retention_ms_drops_segments_whose_records_are_older_on_leader_and_followers(
+    tmp_path: Path,
+) -> None:
+    """Kafka's retention.ms by the records' own (max) timestamps: whole segments
+    below the HW whose newest record is older than retention.ms go, never the
+    active one; the followers take the leader's new log start from its answers."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(T, replicas=(0, 1), retention_ms="60000", segment_bytes="9000")
+        leader = cluster.brokers[0]
+        for store in (b.partition_state(T, 0) for b in cluster.brokers.values()):
+            assert store is not None
+            store.log.store.segment_bytes = 400  # below the key's minimum: small segments
+        now = cluster.clock.now_ms
+        old = [make_batch(b"v" * 150, timestamp_ms=now - 120_000 + i) for i in range(6)]
+        new = [make_batch(b"v" * 150, timestamp_ms=now - 1_000 + i) for i in range(6)]
+        for batch in old + new:
+            assert (await leader.append(T, 0, batch, -1, 5_000)).error == ErrorCode.none
+        leader.tick()
+        plog = leader.partition_state(T, 0).log  # type: ignore[union-attr]
+        start = plog.log_start_offset
+        assert 0 < start <= 6  # old segments gone; none holding a newer record
+        assert plog.store.segments[0].base_offset == start
+        assert leader.list_offsets(T, 0, -2, -1).offset == start
+        assert leader.list_offsets(T, 0, now - 1_000, -1).offset == 6  # the new ones stay
         await leader.append(T, 0, make_batch(b"more"), -1, 5_000)
         follower = cluster.brokers[1].partition_state(T, 0)
         assert follower is not None
