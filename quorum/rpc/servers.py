@@ -9,6 +9,8 @@ the guard that turns a servicer's exception into a proper status
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import weakref
 from collections.abc import Sequence
 
@@ -52,6 +54,29 @@ def new_server(
     )
     _ANSWERING[server] = answering
     return server
+
+
+class _ShutdownCancellations(logging.Filter):
+    """Drops gRPC's "Exception not handled by _handle_exceptions" record when the
+    exception is a CancelledError: at a process's shutdown, gRPC's core cancels a
+    call a second time while gRPC's own wrapper is still sending that call's
+    answer (ours, or the cancellation's), and logs the second cancellation as an
+    error with no frame of ours (seen as EndQuorumEpoch at a peer's shutdown)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Exception not handled by _handle_exceptions"):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:  # the traceback in the message itself
+            return not message.rstrip().endswith("CancelledError")
+        return not isinstance(exc, asyncio.CancelledError)
+
+
+def mute_shutdown_cancellations() -> None:
+    """Called by a process about to stop its servers (never by library code, so
+    in-process tests still see any cancellation a server fails to answer)."""
+    logging.getLogger("grpc._cython.cygrpc").addFilter(_ShutdownCancellations())
 
 
 async def stop_server(server: grpc.aio.Server, grace_s: float) -> None:

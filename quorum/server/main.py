@@ -45,6 +45,7 @@ from quorum.log.kraft_bootstrap import read_kraft_version
 from quorum.log.quorum_state import FileQuorumStateStore
 from quorum.log.retention import LogRetention
 from quorum.raft.config import RaftConfig
+from quorum.rpc.servers import mute_shutdown_cancellations
 from quorum.server.access import AccessControl
 from quorum.server.admin_servicer import ControllerCalls
 from quorum.server.broker_servicer import add_servicers
@@ -222,6 +223,7 @@ class ControllerProcess:
             log.info("stopping controller %d", self.config.node_id)
             for task in background:
                 await cancel(task)
+            mute_shutdown_cancellations()
             await self.node.stop(resign=graceful)
             self.metrics.stop()
             self.log_store.close()
