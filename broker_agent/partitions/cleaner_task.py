@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_agent.partitions.log_cleaner import (
@@ -35,6 +36,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class Throttle:
+    """`log.cleaner.io.max.bytes.per.second` over one round: after each step the
+    round sleeps until the bytes it has read so far would have taken that long
+    at the limit, so a round never runs ahead of the rate (a slow step earns no
+    burst beyond what its time already paid for)."""
+
+    def __init__(self, bytes_per_second: float, clock: Callable[[], float]) -> None:
+        self.bytes_per_second = bytes_per_second
+        self.clock = clock
+        self.started = clock()
+        self.bytes = 0
+
+    def delay_after(self, step_bytes: int) -> float:
+        """Seconds to wait after a step that read `step_bytes`."""
+        self.bytes += step_bytes
+        if self.bytes_per_second == float("inf"):
+            return 0.0
+        return max(0.0, self.bytes / self.bytes_per_second - (self.clock() - self.started))
+
+
 class CleanerTask:
     def __init__(self, manager: ReplicaManager, config: CleanerConfig) -> None:
         self.manager = manager
@@ -42,6 +63,9 @@ class CleanerTask:
         self.cleaner = LogCleaner(config)
         self.started_ms = manager.clock()
         self._task: asyncio.Task[None] | None = None
+        # The throttle's clock and sleep (the tests pace a round on a fake clock).
+        self.clock_s: Callable[[], float] = time.monotonic
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     @property
     def stats(self) -> CleanerStats:
@@ -108,17 +132,14 @@ class CleanerTask:
         name = f"{part.topic}-{part.partition}"
         result = RoundResult()
         steps = self.cleaner.clean_steps(plog, part.high_watermark, now, part.producers, result)
-        window_start, window_bytes = time.monotonic(), 0
+        throttle = Throttle(self.config.io_max_bytes_per_second, self.clock_s)
         try:
             for step_bytes in steps:
                 await asyncio.sleep(0)
-                window_bytes += step_bytes
                 self.stats.io_bytes += step_bytes
-                limit = self.config.io_max_bytes_per_second
-                if limit != float("inf"):
-                    ahead = window_bytes / limit - (time.monotonic() - window_start)
-                    if ahead > 0:
-                        await asyncio.sleep(ahead)
+                ahead = throttle.delay_after(step_bytes)
+                if ahead > 0:
+                    await self.sleep(ahead)
                 if self.manager.partitions.get((part.topic, part.partition)) is not part:
                     steps.close()  # deleted meanwhile: drop the round
                     return False
