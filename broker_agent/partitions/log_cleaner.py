@@ -67,6 +67,7 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
+    threads: int = 1  # log.cleaner.threads: rounds at once, sharing the buffer and throttle
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from partitions_cluster import Cluster, run
 from test_log_cleaner_replicas import T, produce_updates
 
 from broker_agent.partitions.cleaner_task import CleanerTask, Throttle
+from broker_agent.partitions.log_cleaner import CleanerConfig
 
 LIMIT = 10_000.0  # bytes a second
 
@@ -67,5 +68,44 @@ def test_a_throttled_round_reads_at_the_limit(tmp_path: Path) -> None:
         after_sleeps = paced_round(task)
         assert await task.clean_once()
         assert task.stats.io_bytes > read and after_sleeps == []
+
+    run(scenario, tmp_path)
+
+
+def test_cleaner_threads_clean_different_partitions_under_one_throttle(tmp_path: Path) -> None:
+    """`log.cleaner.threads=2`: two rounds at once, never on the same partition,
+    each with half of `log.cleaner.dedupe.buffer.size` for its map, and one
+    throttle over both (the clock ends at both rounds' bytes over the limit;
+    a throttle per round would let each run at the limit)."""
+
+    async def scenario(cluster: Cluster) -> None:
+        manager = cluster.brokers[0]
+        await manager.cleaner.stop()  # this test drives its own task
+        for topic in ("a", "b"):
+            cluster.create_topic(
+                topic, replicas=(0,), cleanup_policy="compact", segment_bytes="2048",
+                min_cleanable_dirty_ratio="0.01",
+            )  # fmt: skip
+        config = CleanerConfig(threads=2, dedupe_buffer_size=1 << 16, io_max_bytes_per_second=LIMIT)
+        task = CleanerTask(manager, config)
+        assert [c.config.dedupe_buffer_size for c in task.cleaners] == [1 << 15, 1 << 15]
+        assert task.cleaners[1].stats is task.stats
+        for topic in ("a", "b"):
+            await produce_updates(manager, rounds=20, topic=topic)
+        after_sleeps = paced_round(task)
+        first, second = task.cleaners
+        assert await asyncio.gather(task.clean_once(first), task.clean_once(second)) == [True, True]
+        assert sorted(task.stats.partitions) == [("a", 0), ("b", 0)]
+        assert all(p.last_run_end_ms > 0 for p in task.stats.partitions.values())
+        assert task.stats.runs == 2 and len(after_sleeps) > 2
+        assert after_sleeps[-1][1] == pytest.approx(task.stats.io_bytes / LIMIT)
+
+        # One dirty partition: the second task finds nothing it may take.
+        await produce_updates(manager, rounds=20, first_round=20, topic="a")
+        assert await asyncio.gather(task.clean_once(first), task.clean_once(second)) == [
+            True,
+            False,
+        ]
+        assert task.stats.runs == 3
 
     run(scenario, tmp_path)

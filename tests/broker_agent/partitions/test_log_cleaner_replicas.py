@@ -26,12 +26,14 @@ T = "changelog"
 KEYS = 30
 
 
-async def produce_updates(leader: ReplicaManager, rounds: int, first_round: int = 0) -> None:
+async def produce_updates(
+    leader: ReplicaManager, rounds: int, first_round: int = 0, topic: str = T
+) -> None:
     for r in range(first_round, first_round + rounds):
         for k in range(KEYS):
             value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
             batch = make_batch([(b"key-%d" % k, value)])
-            result = await leader.append(T, 0, batch, 1, 1_000)
+            result = await leader.append(topic, 0, batch, 1, 1_000)
             assert result.error is ErrorCode.none, result
 
 
