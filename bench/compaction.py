@@ -23,7 +23,7 @@
   `--throttle-mb`), alternating for --rounds rounds, so a round with the
   cleaner always finds the backlog the one before left dirty. Each
   measurement: records/s, MB/s, p50/p99 latency, the brokers' CPU seconds, the
-  cleaners' MB read meanwhile (`io_bytes`, counted step by step: what the
+  cleaners' MB read and written meanwhile (`io_bytes`, counted step by step: what the
   throttle meters), their rounds completed and MB written (counted when a
   round ends), and the load average.
   `goal_produce_with_cleaner_ratio`: the median records/s with the cleaner

@@ -87,7 +87,7 @@ def cleaner_metrics(
         ("aborted_rounds", "Rounds dropped because the log changed under them.",
          stats.aborted_rounds),
         ("read_bytes", "Bytes of batches the cleaner read while rewriting.", stats.bytes_read),
-        ("io_bytes", "Bytes the cleaner read (mapping and rewriting), counted as it reads.",
+        ("io_bytes", "Bytes the cleaner read and wrote (mapping and rewriting), step by step.",
          stats.io_bytes),
         ("written_bytes", "Bytes of batches the cleaner wrote.", stats.bytes_written),
         ("removed_records", "Records removed (superseded, expired tombstones, keyless).",

@@ -111,8 +111,8 @@ class CleanerStats:
     max_dirty_ratio: float = 0.0
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
-    # Bytes read, counted step by step as the task runs them (rounds still
-    # running and dropped ones included): what the throttle meters.
+    # Bytes read and written, counted step by step as the task runs them (rounds
+    # still running and dropped ones included): what the throttle meters.
     io_bytes: int = 0
     partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
 
@@ -237,7 +237,8 @@ class LogCleaner:
         result: RoundResult,
         hook: Hook | None = None,
     ) -> Generator[int, None, None]:
-        """One round as steps: each yields the bytes it read (for the throttle)."""
+        """One round as steps: each yields the bytes it read and wrote (what
+        `log.cleaner.io.max.bytes.per.second` meters: their sum, as in Kafka)."""
         started = time.monotonic()
         cleanable = cleanable_range(plog, high_watermark, now_ms)
         segments = plog.store.segments
@@ -348,7 +349,7 @@ class LogCleaner:
                 if not batches or batches[0].base_offset >= end:
                     break
                 kept_batches: list[OpaqueBatch] = []
-                read = 0
+                read = written = 0
                 for batch in batches:
                     if batch.base_offset >= end:
                         break
@@ -360,13 +361,14 @@ class LogCleaner:
                     )  # fmt: skip
                     if kept is not None:
                         kept_batches.append(kept)
-                        result.bytes_written += len(kept.payload)
+                        written += len(kept.payload)
                     offset = batch.next_offset
                 writer.append(kept_batches)
                 if hook:
                     hook("writing")
                 result.bytes_read += read
-                yield read
+                result.bytes_written += written
+                yield read + written
             cleaned = writer.finish()
         except BaseException:
             writer.abort()

@@ -1,5 +1,5 @@
 """`log.cleaner.io.max.bytes.per.second` on a fake clock: a round never reads
-ahead of the limit, and an unlimited cleaner never waits. (bench/compaction.py
+and writes ahead of the limit, and an unlimited cleaner never waits. (bench/compaction.py
 measures the real throttle beside producers: 5.3-5.8 MB/s against 5.)"""
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def test_a_throttled_round_reads_at_the_limit(tmp_path: Path) -> None:
         for so_far, at in after_sleeps:
             assert at == pytest.approx(so_far / LIMIT)  # never ahead of the limit
         assert after_sleeps[-1][1] == pytest.approx(read / LIMIT)
+        # Kafka's meaning: reads plus writes. A first round maps the range it
+        # then rewrites, so the range is read twice and what it keeps written once.
+        stats = task.stats
+        assert 0 < stats.bytes_written < stats.bytes_read
+        assert read == 2 * stats.bytes_read + stats.bytes_written
 
         await produce_updates(cluster.brokers[0], rounds=20, first_round=20)
         task.config = replace(task.config, io_max_bytes_per_second=float("inf"))
