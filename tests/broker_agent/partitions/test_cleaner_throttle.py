@@ -53,7 +53,7 @@ def test_a_throttled_round_reads_at_the_limit(tmp_path: Path) -> None:
             min_cleanable_dirty_ratio="0.01",
         )  # fmt: skip
         task = cluster.brokers[0].cleaner
-        await produce_updates(cluster.brokers[0], rounds=20)
+        await produce_updates(cluster.brokers[0], rounds=10)
         task.config = replace(task.config, io_max_bytes_per_second=LIMIT)
         after_sleeps = paced_round(task)
         assert await task.clean_once()
@@ -68,7 +68,7 @@ def test_a_throttled_round_reads_at_the_limit(tmp_path: Path) -> None:
         assert 0 < stats.bytes_written < stats.bytes_read
         assert read == 2 * stats.bytes_read + stats.bytes_written
 
-        await produce_updates(cluster.brokers[0], rounds=20, first_round=20)
+        await produce_updates(cluster.brokers[0], rounds=10, first_round=10)
         task.config = replace(task.config, io_max_bytes_per_second=float("inf"))
         after_sleeps = paced_round(task)
         assert await task.clean_once()
@@ -96,7 +96,7 @@ def test_cleaner_threads_clean_different_partitions_under_one_throttle(tmp_path:
         assert [c.config.dedupe_buffer_size for c in task.cleaners] == [1 << 15, 1 << 15]
         assert task.cleaners[1].stats is task.stats
         for topic in ("a", "b"):
-            await produce_updates(manager, rounds=20, topic=topic)
+            await produce_updates(manager, rounds=10, topic=topic)
         after_sleeps = paced_round(task)
         first, second = task.cleaners
         assert await asyncio.gather(task.clean_once(first), task.clean_once(second)) == [True, True]
@@ -106,7 +106,7 @@ def test_cleaner_threads_clean_different_partitions_under_one_throttle(tmp_path:
         assert after_sleeps[-1][1] == pytest.approx(task.stats.io_bytes / LIMIT)
 
         # One dirty partition: the second task finds nothing it may take.
-        await produce_updates(manager, rounds=20, first_round=20, topic="a")
+        await produce_updates(manager, rounds=10, first_round=10, topic="a")
         assert await asyncio.gather(task.clean_once(first), task.clean_once(second)) == [
             True,
             False,
