@@ -34,6 +34,7 @@ from broker_agent.partitions.log_cleaner import (
     should_clean,
 )
 from broker_agent.partitions.partition import Partition
+from broker_agent.partitions.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     from broker_agent.partitions.replica_manager import ReplicaManager
@@ -76,6 +77,9 @@ class CleanerTask:
         self._tasks: list[asyncio.Task[None]] = []
         self._cleaning: set[tuple[str, int]] = set()  # partitions a round is running on
         self._throttle: Throttle | None = None  # shared by the rounds running at once
+        # Partitions a failed round marked, with the log it failed on: a deleted
+        # (or recreated) partition is forgotten, as Kafka's cleaner manager does.
+        self._uncleanable: dict[tuple[str, int], PartitionLog] = {}
         # The throttle's clock and sleep (the tests pace a round on a fake clock).
         self.clock_s: Callable[[], float] = time.monotonic
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -117,12 +121,16 @@ class CleanerTask:
         per_partition = self.stats.partitions
         for key in [k for k in per_partition if k not in self.manager.partitions]:
             del per_partition[key]
+        for key, marked in list(self._uncleanable.items()):
+            hosted = self.manager.partitions.get(key)
+            if hosted is None or hosted.log is not marked:  # deleted, moved away, recreated
+                del self._uncleanable[key]
+                self.stats.uncleanable.discard(f"{key[0]}-{key[1]}")
         for key, part in list(self.manager.partitions.items()):
-            name = f"{part.topic}-{part.partition}"
             if not part.log.config.compact:
                 per_partition.pop(key, None)
                 continue
-            if name in self.stats.uncleanable:
+            if key in self._uncleanable:
                 continue
             cleanable = cleanable_range(part.log, part.high_watermark, now_ms)
             max_ratio = max(max_ratio, cleanable.dirty_ratio)
@@ -174,6 +182,7 @@ class CleanerTask:
         except Exception:
             log.exception("broker %d: cleaning %s failed; marked uncleanable",
                           self.manager.broker_id, name)  # fmt: skip
+            self._uncleanable[(part.topic, part.partition)] = plog
             self.stats.uncleanable.add(name)
             return False
         if not result.aborted:

@@ -201,6 +201,24 @@ def test_a_failing_round_marks_the_partition_uncleanable_and_it_stays_served(
         ).error is ErrorCode.none
         assert len(await everything(leader)) > 0
 
+        # Deleted, the partition is forgotten (Kafka's cleaner manager drops
+        # deleted logs from its uncleanable set); recreated, it is cleaned again.
+        del cluster.controller.partitions[(T, 0)]
+        cluster.publish()
+        await eventually(lambda: (T, 0) not in leader.partitions, "the partition deleted")
+        assert leader.cleaner.filthiest(cluster.clock()) is None
+        assert leader.cleaner.stats.uncleanable == set()
+        leader.cleaner.cleaner.config = CleanerConfig()
+        leader.cleaner.cleaner._map = None
+        cluster.create_topic(
+            T, replicas=(0,), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0",
+        )  # fmt: skip
+        await eventually(lambda: (T, 0) in leader.partitions, "the partition recreated")
+        await produce_updates(leader, rounds=5)
+        assert await leader.cleaner.clean_once()
+        assert leader.cleaner.stats.uncleanable == set()
+
     run(scenario, tmp_path)
 
 
