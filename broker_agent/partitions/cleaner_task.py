@@ -186,6 +186,7 @@ class CleanerTask:
             self.stats.uncleanable.add(name)
             return False
         if not result.aborted:
+            self.stats.max_last_run_seconds = max(c.last_run_seconds for c in self.cleaners)
             self.stats.last_run_end_ms = self.manager.clock()
             state = self.stats.partitions.setdefault((part.topic, part.partition),
                                                      PartitionCleaning())  # fmt: skip

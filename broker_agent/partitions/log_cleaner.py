@@ -105,6 +105,8 @@ class CleanerStats:
     last_run_end_ms: int = -1
     last_check_ms: int = -1  # when the cleaner last looked for work (a dead task shows)
     last_run_seconds: float = 0.0
+    # Kafka's max-clean-time-secs: the longest of each cleaner thread's last round.
+    max_last_run_seconds: float = 0.0
     max_clean_seconds: float = 0.0
     last_recopy_ratio: float = 0.0
     last_buffer_utilization: float = 0.0
@@ -207,6 +209,7 @@ class LogCleaner:
         # in memory too: after a restart the next round finds them again).
         self.horizons: dict[Path, int] = {}
         self._map: OffsetMap | None = None
+        self.last_run_seconds = 0.0  # this cleaner's own last round (stats may be shared)
 
     def offset_map(self) -> OffsetMap:
         if self._map is None:
@@ -275,7 +278,7 @@ class LogCleaner:
         stats.last_recopy_ratio = (
             result.bytes_written / result.bytes_read if result.bytes_read else 0
         )
-        stats.last_run_seconds = time.monotonic() - started
+        stats.last_run_seconds = self.last_run_seconds = time.monotonic() - started
         stats.max_clean_seconds = max(stats.max_clean_seconds, stats.last_run_seconds)
         stats.last_run_end_ms = now_ms
 

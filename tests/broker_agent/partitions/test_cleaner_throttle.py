@@ -12,6 +12,7 @@ import pytest
 from partitions_cluster import Cluster, run
 from test_log_cleaner_replicas import T, produce_updates
 
+from broker_agent.metrics import cleaner_metrics
 from broker_agent.partitions.cleaner_task import CleanerTask, Throttle
 from broker_agent.partitions.log_cleaner import CleanerConfig
 
@@ -103,6 +104,11 @@ def test_cleaner_threads_clean_different_partitions_under_one_throttle(tmp_path:
         assert sorted(task.stats.partitions) == [("a", 0), ("b", 0)]
         assert all(p.last_run_end_ms > 0 for p in task.stats.partitions.values())
         assert task.stats.runs == 2 and len(after_sleeps) > 2
+        # max-clean-time-secs: the longest of the two threads' last rounds.
+        longest = max(c.last_run_seconds for c in task.cleaners)
+        assert min(c.last_run_seconds for c in task.cleaners) > 0
+        metrics = {m.name: m.samples[0].value for m in cleaner_metrics(task.stats, 0)}
+        assert metrics["quorum_broker_log_cleaner_max_clean_time_seconds"] == longest
         assert after_sleeps[-1][1] == pytest.approx(task.stats.io_bytes / LIMIT)
 
         # One dirty partition: the second task finds nothing it may take.
