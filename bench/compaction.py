@@ -9,6 +9,9 @@
   fdatasync, the larger figure counts) in the same directory, just before.
   `goal_cleaner_disk_share`: the cleaner's read + written MB/s over the
   disk's, by the wall clock and per CPU second of the child (goal: 0.3).
+  `cleaner_disk_share_one_fsync`: the same over the other reading of the
+  disk's sequential bandwidth, --buffered-mb of 1 MiB writes and one fsync at
+  the end (`disk_one_fsync_mb_per_s`, higher where a cache absorbs the writes).
 * Produce throughput with the cleaner running beside it without: three real
   brokers (the integration tests' launcher, as `bench/produce.py`), one
   compacted topic (`--partitions`, RF 3, small segments, a low
@@ -20,7 +23,7 @@
   `--throttle-mb`), alternating for --rounds rounds, so a round with the
   cleaner always finds the backlog the one before left dirty. Each
   measurement: records/s, MB/s, p50/p99 latency, the brokers' CPU seconds, the
-  cleaners' MB read meanwhile (`io_bytes`, counted step by step: what the
+  cleaners' MB read and written meanwhile (`io_bytes`, counted step by step: what the
   throttle meters), their rounds completed and MB written (counted when a
   round ends), and the load average.
   `goal_produce_with_cleaner_ratio`: the median records/s with the cleaner
@@ -52,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from log_append import raw_sync_loop
-from log_cleaner import build
+from log_cleaner import build, disk_write_mb_per_s
 from produce import csv, run_workers
 from report import percentile, process_cpu_s, say
 
@@ -104,6 +107,11 @@ def cleaner_throughput(root: Path, args: argparse.Namespace) -> None:
     emit("cleaner_log_mb", round(size / 1e6, 1), **log_params)
     for buffer in args.buffers:
         disk = disk_bandwidth(root, args.disk_seconds)
+        # The other reading of "sequential bandwidth": 1 MiB writes, one fsync at
+        # the end (bench/log_cleaner.py's figure; higher where a cache absorbs them).
+        buffered = disk_write_mb_per_s(root, args.buffered_mb)
+        emit("disk_one_fsync_mb_per_s", round(buffered, 1), chunk_bytes=1 << 20,
+             megabytes=args.buffered_mb)  # fmt: skip
         copy = root / f"clean-{buffer}"
         shutil.copytree(template, copy)
         say(f"cleaner: cleaning with log.cleaner.dedupe.buffer.size={buffer}")
@@ -125,6 +133,9 @@ def cleaner_throughput(root: Path, args: argparse.Namespace) -> None:
              disk_mb_per_s=round(disk, 1), goal=0.3, **params)  # fmt: skip
         emit("goal_cleaner_disk_share", round(cpu / disk, 3), clock="cpu",
              disk_mb_per_s=round(disk, 1), goal=0.3, **params)  # fmt: skip
+        for clock, mb in (("wall", wall), ("cpu", cpu)):
+            emit("cleaner_disk_share_one_fsync", round(mb / buffered, 3), clock=clock,
+                 disk_mb_per_s=round(buffered, 1), goal=0.3, **params)  # fmt: skip
 
 
 # ------------------------------------------- produce with and without it
@@ -253,7 +264,7 @@ def produce_runs(root: Path, args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------- main
 
 QUICK = {
-    "records": 20_000, "keys": 2_000, "buffers": [4 << 20], "disk_seconds": 0.2,
+    "records": 20_000, "keys": 2_000, "buffers": [4 << 20], "disk_seconds": 0.2, "buffered_mb": 16,
     "seconds": 2.0, "rounds": 1, "producers": 1, "produce_keys": 500,
     "segment_bytes": 262_144, "backoff_ms": 200, "dedupe_buffer": 4 << 20, "window": 500,
 }  # fmt: skip
@@ -271,6 +282,7 @@ def main() -> None:
     cleaner.add_argument("--batch-records", type=int, default=10)
     cleaner.add_argument("--buffers", type=csv(int), default=[134_217_728, 33_554_432])
     cleaner.add_argument("--disk-seconds", type=float, default=4.0)
+    cleaner.add_argument("--buffered-mb", type=int, default=1024, help="one-fsync disk figure")
     produce = parser.add_argument_group("produce with and without the cleaner")
     produce.add_argument("--seconds", type=float, default=15.0, help="per measurement")
     produce.add_argument("--rounds", type=int, default=3, help="each: one without, one with")

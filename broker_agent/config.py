@@ -79,8 +79,10 @@ Topic configs (``min.insync.replicas``, ``max.message.bytes``, ``retention.ms``,
 ``retention.bytes``, ``segment.bytes``, ``segment.ms``, ``flush.messages``, ``flush.ms``,
 ``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``min.compaction.lag.ms``,
 ``max.compaction.lag.ms``, ``delete.retention.ms``) override these per topic.
-``log.cleaner.threads`` (1) is accepted and does not apply: the cleaner is one
-asyncio task.
+``log.cleaner.threads`` (1): rounds run at once (asyncio tasks on the broker's loop,
+so a long round on one partition does not hold up the others; no more CPU). Each
+has ``log.cleaner.dedupe.buffer.size / threads`` for its key map and they share
+``log.cleaner.io.max.bytes.per.second``, as in Kafka.
 
 Ours:
 
@@ -204,6 +206,9 @@ KEYS: tuple[str, ...] = (
     *TLS_KEYS,
 )
 
+# The smallest key map a cleaner thread gets (the buffer's own minimum).
+MIN_DEDUPE_SHARE = 1024
+
 _INTS: dict[str, IntSpec] = {
     "broker.heartbeat.interval.ms": IntSpec("heartbeat_interval_ms", 2000, 1),
     "broker.session.timeout.ms": IntSpec("session_timeout_ms", 9000, 1),
@@ -241,7 +246,9 @@ _INTS: dict[str, IntSpec] = {
     "offsets.commit.timeout.ms": IntSpec("offsets_commit_timeout_ms", 5_000, 1),
     "offset.metadata.max.bytes": IntSpec("offset_metadata_max_bytes", 4096, 0),
     "log.roll.ms": IntSpec("log_roll_ms", 7 * 24 * 3600 * 1000, 1, LONG_MAX),
-    "log.cleaner.dedupe.buffer.size": IntSpec("log_cleaner_dedupe_buffer_size", 128 << 20, 1024),
+    "log.cleaner.dedupe.buffer.size": IntSpec(
+        "log_cleaner_dedupe_buffer_size", 128 << 20, MIN_DEDUPE_SHARE
+    ),
     "log.cleaner.backoff.ms": IntSpec("log_cleaner_backoff_ms", 15_000, 0, LONG_MAX),
     "log.cleaner.io.max.bytes.per.second": IntSpec(
         "log_cleaner_io_max_bytes_per_second", LONG_MAX, 1, LONG_MAX
@@ -426,6 +433,13 @@ def parse_broker_config(props: Mapping[str, str]) -> BrokerConfig:
             f"replica.fetch.wait.max.ms ({ints['replica_fetch_wait_max_ms']}) must not be above "
             f"replica.lag.time.max.ms ({ints['replica_lag_time_max_ms']}): a parked fetch "
             "would count as lag",
+        )
+    if ints["log_cleaner_dedupe_buffer_size"] // ints["log_cleaner_threads"] < MIN_DEDUPE_SHARE:
+        raise ConfigError(
+            "log.cleaner.dedupe.buffer.size",
+            f"log.cleaner.dedupe.buffer.size ({ints['log_cleaner_dedupe_buffer_size']}) must "
+            f"hold {MIN_DEDUPE_SHARE} bytes per cleaner thread "
+            f"(log.cleaner.threads={ints['log_cleaner_threads']})",
         )
     raw_metrics = props.get("metrics.listener", "")
     try:

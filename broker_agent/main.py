@@ -98,6 +98,7 @@ def replica_config(config: BrokerConfig) -> ReplicaConfig:
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
             io_buffer_load_factor=config.log_cleaner_io_buffer_load_factor,
             backoff_ms=config.log_cleaner_backoff_ms,
+            threads=config.log_cleaner_threads,
             io_max_bytes_per_second=(
                 float("inf")
                 if config.log_cleaner_io_max_bytes_per_second == LONG_MAX

@@ -196,10 +196,11 @@ class FollowerFetcher:
             return False  # not leader, epoch mismatch: wait for metadata
         if result.diverging_epoch is not None:
             answer = EpochEndOffset(*result.diverging_epoch)
+            before = plog.log_end_offset
             self._cut(part, truncation_offset_by_epoch(
                 plog.epoch_entries, plog.log_end_offset, part.high_watermark, answer
             ))  # fmt: skip
-            return True
+            return plog.log_end_offset < before  # a cut that moves nothing backs off
         if result.records:
             now = self.manager.clock()
             start = plog.log_end_offset

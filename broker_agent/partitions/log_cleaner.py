@@ -67,6 +67,7 @@ class CleanerConfig:
     io_buffer_load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
+    threads: int = 1  # log.cleaner.threads: rounds at once, sharing the buffer and throttle
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +105,16 @@ class CleanerStats:
     last_run_end_ms: int = -1
     last_check_ms: int = -1  # when the cleaner last looked for work (a dead task shows)
     last_run_seconds: float = 0.0
+    # Kafka's max-clean-time-secs: the longest of each cleaner thread's last round.
+    max_last_run_seconds: float = 0.0
     max_clean_seconds: float = 0.0
     last_recopy_ratio: float = 0.0
     last_buffer_utilization: float = 0.0
     max_dirty_ratio: float = 0.0
     uncleanable: set[str] = field(default_factory=set)
     aborted_rounds: int = 0
-    # Bytes read, counted step by step as the task runs them (rounds still
-    # running and dropped ones included): what the throttle meters.
+    # Bytes read and written, counted step by step as the task runs them (rounds
+    # still running and dropped ones included): what the throttle meters.
     io_bytes: int = 0
     partitions: dict[tuple[str, int], PartitionCleaning] = field(default_factory=dict)
 
@@ -206,6 +209,7 @@ class LogCleaner:
         # in memory too: after a restart the next round finds them again).
         self.horizons: dict[Path, int] = {}
         self._map: OffsetMap | None = None
+        self.last_run_seconds = 0.0  # this cleaner's own last round (stats may be shared)
 
     def offset_map(self) -> OffsetMap:
         if self._map is None:
@@ -236,7 +240,8 @@ class LogCleaner:
         result: RoundResult,
         hook: Hook | None = None,
     ) -> Generator[int, None, None]:
-        """One round as steps: each yields the bytes it read (for the throttle)."""
+        """One round as steps: each yields the bytes it read and wrote (what
+        `log.cleaner.io.max.bytes.per.second` meters: their sum, as in Kafka)."""
         started = time.monotonic()
         cleanable = cleanable_range(plog, high_watermark, now_ms)
         segments = plog.store.segments
@@ -273,7 +278,7 @@ class LogCleaner:
         stats.last_recopy_ratio = (
             result.bytes_written / result.bytes_read if result.bytes_read else 0
         )
-        stats.last_run_seconds = time.monotonic() - started
+        stats.last_run_seconds = self.last_run_seconds = time.monotonic() - started
         stats.max_clean_seconds = max(stats.max_clean_seconds, stats.last_run_seconds)
         stats.last_run_end_ms = now_ms
 
@@ -347,7 +352,7 @@ class LogCleaner:
                 if not batches or batches[0].base_offset >= end:
                     break
                 kept_batches: list[OpaqueBatch] = []
-                read = 0
+                read = written = 0
                 for batch in batches:
                     if batch.base_offset >= end:
                         break
@@ -359,13 +364,14 @@ class LogCleaner:
                     )  # fmt: skip
                     if kept is not None:
                         kept_batches.append(kept)
-                        result.bytes_written += len(kept.payload)
+                        written += len(kept.payload)
                     offset = batch.next_offset
                 writer.append(kept_batches)
                 if hook:
                     hook("writing")
                 result.bytes_read += read
-                yield read
+                result.bytes_written += written
+                yield read + written
             cleaned = writer.finish()
         except BaseException:
             writer.abort()

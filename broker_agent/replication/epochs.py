@@ -33,12 +33,18 @@ def end_offset_for_epoch(
 ) -> EpochEndOffset:
     """Where `epoch` (or the largest epoch below it in the log) ends.
 
-    Asked for an epoch older than every entry, the answer is UNDEFINED, as in
-    Kafka: the follower then cannot use the epoch rule for that range.
+    Asked for an epoch older than every entry, the answer is that epoch ending
+    where the oldest known one starts, as Kafka's epoch cache answers: the
+    records before it are gone (cleaned away by compaction, or never copied by
+    a replica that joined after the cleaning), and a follower holding them must
+    still be able to fetch on from there. UNDEFINED only for an undefined epoch
+    or an empty cache (the follower then falls back to its HW).
     """
+    if epoch < 0 or not entries:
+        return UNDEFINED
     i = bisect_right([e.epoch for e in entries], epoch) - 1
     if i < 0:
-        return UNDEFINED
+        return EpochEndOffset(epoch, entries[0].start_offset)
     if i + 1 < len(entries):
         return EpochEndOffset(entries[i].epoch, entries[i + 1].start_offset)
     return EpochEndOffset(entries[i].epoch, log_end_offset)

@@ -41,6 +41,8 @@ def test_compaction_bench_runs_end_to_end(tmp_path: Path) -> None:
     (before,) = values("cleaner_log_mb")
     assert 0 < after < before / 5, (before, after)  # type: ignore[operator]
     assert len(values("goal_cleaner_disk_share")) == 2  # wall clock and CPU
+    assert len(values("cleaner_disk_share_one_fsync")) == 2  # against the other disk figure
+    assert all(v > 0 for v in values("disk_one_fsync_mb_per_s"))  # type: ignore[operator]
     for cleaner in (False, True):
         (delivered,) = values("produce_records_delivered", cleaner=cleaner)
         assert delivered > 0  # type: ignore[operator]

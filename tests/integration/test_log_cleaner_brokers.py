@@ -32,6 +32,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             broker__heartbeat__interval__ms="500",
             log__cleaner__backoff__ms="200",
             log__cleaner__dedupe__buffer__size="1048576",
+            log__cleaner__threads="2",  # two tasks, never on one partition; 512 KiB maps
         )
         c.start_brokers()
         c.wait_until(

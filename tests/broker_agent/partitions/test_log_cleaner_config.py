@@ -83,22 +83,29 @@ def test_broker_properties() -> None:
             "log.cleaner.min.cleanable.ratio": "0.2",
             "log.cleaner.io.max.bytes.per.second": "1000000",
             "log.roll.ms": "3600000",
-            "log.cleaner.threads": "4",  # a Kafka broker's file loads; one task cleans
+            "log.cleaner.threads": "4",
         }
     )
     replicas = replica_config(config)
     assert replicas.log.compact and replicas.log.min_cleanable_dirty_ratio == 0.2
     assert replicas.log.segment_ms == 3_600_000
     assert not replicas.cleaner.enable and replicas.cleaner.dedupe_buffer_size == 1 << 20
-    assert replicas.cleaner.io_max_bytes_per_second == 1e6
+    assert replicas.cleaner.io_max_bytes_per_second == 1e6 and replicas.cleaner.threads == 4
     defaults = replica_config(parse_broker_config(BROKER))
     assert defaults.cleaner.enable and defaults.cleaner.dedupe_buffer_size == 128 << 20
     assert defaults.cleaner.io_max_bytes_per_second == float("inf")
+    assert defaults.cleaner.threads == 1
     for key, value in [
         ("log.cleanup.policy", "compress"),
         ("log.cleaner.min.cleanable.ratio", "2"),
         ("log.cleaner.enable", "yes"),
         ("log.cleaner.dedupe.buffer.size", "10"),
+        ("log.cleaner.threads", "0"),
     ]:
         with pytest.raises(ConfigError, match=key):
             parse_broker_config({**BROKER, key: value})
+    # Each thread's key map is a share of the buffer, at least the buffer's minimum.
+    with pytest.raises(ConfigError, match="1024 bytes per cleaner thread"):
+        parse_broker_config(
+            {**BROKER, "log.cleaner.dedupe.buffer.size": "4096", "log.cleaner.threads": "8"}
+        )

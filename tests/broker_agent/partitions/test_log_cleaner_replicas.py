@@ -17,6 +17,7 @@ from broker_agent.partitions.assignments import MetadataView, PartitionAssignmen
 from broker_agent.partitions.compare import compare_compacted, compare_replicas, main
 from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.offset_map import ENTRY_BYTES
+from broker_agent.partitions.partition import Role
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_config import ReplicaConfig
 from broker_agent.partitions.replica_manager import ReplicaManager
@@ -25,12 +26,14 @@ T = "changelog"
 KEYS = 30
 
 
-async def produce_updates(leader: ReplicaManager, rounds: int, first_round: int = 0) -> None:
+async def produce_updates(
+    leader: ReplicaManager, rounds: int, first_round: int = 0, topic: str = T
+) -> None:
     for r in range(first_round, first_round + rounds):
         for k in range(KEYS):
             value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
             batch = make_batch([(b"key-%d" % k, value)])
-            result = await leader.append(T, 0, batch, 1, 1_000)
+            result = await leader.append(topic, 0, batch, 1, 1_000)
             assert result.error is ErrorCode.none, result
 
 
@@ -198,4 +201,128 @@ def test_a_failing_round_marks_the_partition_uncleanable_and_it_stays_served(
         ).error is ErrorCode.none
         assert len(await everything(leader)) > 0
 
+        # Deleted, the partition is forgotten (Kafka's cleaner manager drops
+        # deleted logs from its uncleanable set); recreated, it is cleaned again.
+        del cluster.controller.partitions[(T, 0)]
+        cluster.publish()
+        await eventually(lambda: (T, 0) not in leader.partitions, "the partition deleted")
+        assert leader.cleaner.filthiest(cluster.clock()) is None
+        assert leader.cleaner.stats.uncleanable == set()
+        leader.cleaner.cleaner.config = CleanerConfig()
+        leader.cleaner.cleaner._map = None
+        cluster.create_topic(
+            T, replicas=(0,), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0",
+        )  # fmt: skip
+        await eventually(lambda: (T, 0) in leader.partitions, "the partition recreated")
+        await produce_updates(leader, rounds=5)
+        assert await leader.cleaner.clean_once()
+        assert leader.cleaner.stats.uncleanable == set()
+
     run(scenario, tmp_path)
+
+
+def test_a_follower_behind_a_cleaned_leader_epoch_truncates_nothing_committed(
+    tmp_path: Path,
+) -> None:
+    """Broker 2 stops holding epoch 0's committed records; the leadership moves
+    (epoch 1), the new leader supersedes every key, cleans epoch 0's batches away
+    entirely and restarts (its epoch cache read back from disk). Broker 2 returns:
+    its OffsetsForLeaderEpoch(0) must still be answered with epoch 0's real end,
+    so it keeps every committed record it held and fetches on from inside the
+    leader's gap."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0, 1, 2), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0.01",
+        )  # fmt: skip
+        await produce_updates(cluster.brokers[0], rounds=5)
+        old_end = cluster.brokers[0].log_end_offset(T, 0)
+        for manager in cluster.brokers.values():
+            await eventually(lambda m=manager: m.high_watermark(T, 0) == old_end, "HW everywhere")
+        held = stored(cluster.brokers[2])
+        assert len(held) == 5 * KEYS and held[-1].offset == old_end - 1
+
+        await cluster.stop_broker(2)
+        cluster.controller.change(T, 0, leader=1, isr=(0, 1))
+        leader = cluster.brokers[1]
+        await eventually(lambda: leader.partition_state(T, 0).role is Role.LEADER, "broker 1 leads")
+        await produce_updates(leader, rounds=5, first_round=5)
+        end = leader.log_end_offset(T, 0)
+        await eventually(lambda: leader.high_watermark(T, 0) == end, "HW at the new log end")
+        while await leader.cleaner.clean_once():
+            pass
+        assert [r for r in stored(leader) if r.offset < old_end] == []  # epoch 0 cleaned away
+        assert leader.partition_state(T, 0).log.end_offset_for_epoch(0).end_offset == old_end
+
+        await cluster.stop_broker(1)  # the epoch cache is read back from disk
+        leader = await cluster.start_broker(1)
+        await eventually(
+            lambda: leader.partition_state(T, 0).role is Role.LEADER, "broker 1 leads again"
+        )
+        assert leader.partition_state(T, 0).log.end_offset_for_epoch(0).end_offset == old_end
+        returning = await cluster.start_broker(2)
+        await eventually(lambda: returning.log_end_offset(T, 0) == end, "broker 2 caught up")
+        after = stored(returning)
+        assert [r for r in after if r.offset < old_end] == held  # nothing committed lost
+        offsets = [r.offset for r in after]
+        assert offsets == sorted(set(offsets))
+        assert latest_per_key(after) == latest_per_key(stored(leader))
+        dirs = [m.log_dir / f"{T}-0" for m in (leader, returning)]
+        assert compare_compacted(dirs, end) == []
+
+    run(scenario, tmp_path)
+
+
+def test_a_follower_returns_to_a_leader_that_never_held_its_epoch(tmp_path: Path) -> None:
+    """Broker 3 joins after the leader cleaned epoch 0 away, so its log and epoch
+    cache start in epoch 1; it then leads. Broker 2, back with only epoch 0's
+    committed records, asks where epoch 0 ends: as Kafka answers an epoch older
+    than every one it knows, with the start of the first epoch it knows (not
+    UNDEFINED, which sends a follower back to its HW and, on a Fetch, to a
+    diverging epoch it can never get past). Broker 2 keeps every record and
+    catches up."""
+
+    async def scenario(cluster: Cluster) -> None:
+        cluster.create_topic(
+            T, replicas=(0, 1, 2), cleanup_policy="compact", segment_bytes="2048",
+            min_cleanable_dirty_ratio="0.01",
+        )  # fmt: skip
+        await produce_updates(cluster.brokers[0], rounds=5)
+        old_end = cluster.brokers[0].log_end_offset(T, 0)
+        for b in (0, 1, 2):
+            manager = cluster.brokers[b]
+            await eventually(lambda m=manager: m.high_watermark(T, 0) == old_end, "HW everywhere")
+        held = stored(cluster.brokers[2])
+        await cluster.stop_broker(2)
+
+        cluster.controller.change(T, 0, leader=1, isr=(0, 1))
+        leader = cluster.brokers[1]
+        await eventually(lambda: leader.partition_state(T, 0).role is Role.LEADER, "1 leads")
+        await produce_updates(leader, rounds=5, first_round=5)
+        end = leader.log_end_offset(T, 0)
+        await eventually(lambda: leader.high_watermark(T, 0) == end, "HW at the new log end")
+        while await leader.cleaner.clean_once():
+            pass
+        assert [r for r in stored(leader) if r.offset < old_end] == []
+
+        cluster.controller.change(T, 0, replicas=(0, 1, 2, 3))
+        joined = cluster.brokers[3]
+        await eventually(lambda: joined.log_end_offset(T, 0) == end, "broker 3 copied the log")
+        assert [e.epoch for e in joined.partition_state(T, 0).log.epoch_entries] == [1]
+        cluster.controller.change(T, 0, leader=3, isr=(1, 3))
+        await eventually(lambda: joined.partition_state(T, 0).role is Role.LEADER, "3 leads")
+        answer = joined.offsets_for_leader_epoch(T, 0, joined.partition_state(T, 0).leader_epoch, 0)
+        assert (answer.error, answer.leader_epoch) == (ErrorCode.none, 0)
+        assert answer.end_offset >= old_end
+
+        returning = await cluster.start_broker(2)
+        await eventually(lambda: returning.log_end_offset(T, 0) == end, "broker 2 caught up")
+        after = stored(returning)
+        assert [r for r in after if r.offset < old_end] == held  # nothing committed lost
+        assert latest_per_key(after) == latest_per_key(stored(joined))
+        dirs = [m.log_dir / f"{T}-0" for m in (joined, returning)]
+        assert compare_compacted(dirs, end) == []
+
+    run(scenario, tmp_path, broker_ids=(0, 1, 2, 3))
