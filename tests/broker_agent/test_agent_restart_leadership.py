@@ -137,6 +137,11 @@ def test_a_restarted_broker_applies_no_leadership_before_it_caught_up(tmp_path: 
         box.append(agent)
         try:
             assert await agent.run() == 0
+            # Its log opens in a worker thread and may join after the agent stopped.
+            for _ in range(1000):
+                if replicas.partition_state("orders", 0) is not None:
+                    break
+                await asyncio.sleep(0.01)
             part = replicas.partition_state("orders", 0)
             assert part is not None
             return replicas.seen, part.role.name
