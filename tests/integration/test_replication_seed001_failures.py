@@ -48,6 +48,7 @@ consumers m2 where they had read m3. With epochs C asks B where epoch 0 ends
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -68,7 +69,7 @@ from quorum.common.config import render_properties
 from quorum.gen import admin_pb2 as api
 from tests.broker_agent.partitions.partitions_cluster import make_batch
 from tests.integration import replica_ops as ops
-from tests.integration.controller_cluster import Cluster, running_cluster
+from tests.integration.controller_cluster import BIN, Cluster, free_port
 from tests.integration.fetch_gate import FetchGate
 
 pytestmark = pytest.mark.slow
@@ -118,32 +119,38 @@ def sides() -> Iterator[dict[TruncationMode, Side]]:
 def cluster(
     tmp_path_factory: pytest.TempPathFactory, sides: dict[TruncationMode, Side]
 ) -> Iterator[Cluster]:
-    # One controller: the metadata quorum is not what this module is about.
-    with running_cluster(
+    # One controller: the metadata quorum is not what this module is about. The
+    # brokers are formatted before it starts, and all start together (they retry
+    # until it answers): on a busy machine each of those steps takes seconds.
+    c = Cluster.create(
         Path(tmp_path_factory.mktemp("seed001-failures")), voters=1,
         extra={"broker.session.timeout.ms": SESSION_MS},
-    ) as c:  # fmt: skip
-        # Formatted side by side; then each broker's own lines.
-        c.add_brokers(*(b for side in sides.values() for b in (side.a, side.b, side.c)),
-                      broker__heartbeat__interval__ms="500")  # fmt: skip
-        for side in sides.values():
-            for broker, gate, lag_ms in (
-                # A and B lead while the gates hold their followers: no ISR change by lag.
-                (side.a, side.gate_a, "300000"),
-                (side.b, side.gate_b, "300000"),
-                # C drops B from the divergence topic's ISR by lag.
-                (side.c, side.gate_c, "1000"),
-            ):
-                proc = c.brokers[broker]
-                own = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{gate.port}",
-                       "replica.lag.time.max.ms": lag_ms}  # fmt: skip
-                proc.config.write_text(proc.config.read_text() + render_properties(own))
-                gate.upstream_port = proc.port
-                if side.mode is HW_MODE:
-                    proc.env = {TRUNCATION_MODE_ENV: HW_MODE.value, ALLOW_ENV: ALLOW_VALUE}
+    )  # fmt: skip
+    c.add_brokers(*(b for side in sides.values() for b in (side.a, side.b, side.c)),
+                  broker__heartbeat__interval__ms="500")  # fmt: skip
+    for side in sides.values():
+        for broker, gate, lag_ms in (
+            # A and B lead while the gates hold their followers: no ISR change by lag.
+            (side.a, side.gate_a, "300000"),
+            (side.b, side.gate_b, "300000"),
+            # C drops B from the divergence topic's ISR by lag.
+            (side.c, side.gate_c, "1000"),
+        ):
+            proc = c.brokers[broker]
+            own = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{gate.port}",
+                   "replica.lag.time.max.ms": lag_ms}  # fmt: skip
+            proc.config.write_text(proc.config.read_text() + render_properties(own))
+            gate.upstream_port = proc.port
+            if side.mode is HW_MODE:
+                proc.env = {TRUNCATION_MODE_ENV: HW_MODE.value, ALLOW_ENV: ALLOW_VALUE}
+    try:
+        c.start()
         c.start_brokers()
+        c.wait_for_leader()
         ops.wait(lambda: all(ops.online(c, b) for b in c.brokers), "the brokers ONLINE")
         yield c
+    finally:
+        c.stop_all()
 
 
 # --------------------------------------------------------------------- helpers
@@ -375,3 +382,26 @@ def test_seed_001_divergence_with_hw_truncation_and_none_with_leader_epochs(
     assert epochs.stored_on_b == epochs.stored_on_c == [b"m1", b"m3", b"m4"]
     assert epochs.compared.returncode == 0, epochs.compared.stdout + epochs.compared.stderr
     assert epochs.read_from_c_leading == [b"m1", b"m3", b"m4"]
+
+
+# ------------------------------------------------------------ the switch
+
+
+def test_a_broker_refuses_the_hw_mode_without_the_test_switch(tmp_path: Path) -> None:
+    """An operator setting the mode alone gets a broker that does not start."""
+    config = tmp_path / "broker.properties"
+    config.write_text(render_properties({
+        "node.id": "7", "process.roles": "broker",
+        "controller.quorum.voters": f"1@127.0.0.1:{free_port()}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+        "metadata.log.dir": str(tmp_path / "data"),
+    }))  # fmt: skip
+    done = subprocess.run(
+        [str(BIN / "broker-agent"), "--config", str(config)],
+        env={**os.environ, TRUNCATION_MODE_ENV: HW_MODE.value},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert f"{TRUNCATION_MODE_ENV} is a test-only switch" in done.stderr
+    assert f"unless {ALLOW_ENV}={ALLOW_VALUE}" in done.stderr
+    assert not (tmp_path / "data").exists()  # refused before touching anything
