@@ -48,7 +48,6 @@ consumers m2 where they had read m3. With epochs C asks B where epoch 0 ends
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -69,7 +68,7 @@ from quorum.common.config import render_properties
 from quorum.gen import admin_pb2 as api
 from tests.broker_agent.partitions.partitions_cluster import make_batch
 from tests.integration import replica_ops as ops
-from tests.integration.controller_cluster import BIN, Cluster, free_port
+from tests.integration.controller_cluster import Cluster
 from tests.integration.fetch_gate import FetchGate
 
 pytestmark = pytest.mark.slow
@@ -92,16 +91,23 @@ class Side:
 
     @property
     def loss_topic(self) -> str:
-        return f"seed001-loss-{self.mode.value}"
+        return loss_topic(self.mode)
 
     @property
     def divergence_topic(self) -> str:
-        return f"seed001-divergence-{self.mode.value}"
+        return divergence_topic(self.mode)
+
+
+def loss_topic(mode: TruncationMode) -> str:
+    return f"seed001-loss-{mode.value}"
+
+
+def divergence_topic(mode: TruncationMode) -> str:
+    return f"seed001-divergence-{mode.value}"
 
 
 def make_side(mode: TruncationMode, first: int) -> Side:
-    loss = f"seed001-loss-{mode.value}"
-    divergence = f"seed001-divergence-{mode.value}"
+    loss, divergence = loss_topic(mode), divergence_topic(mode)
     return Side(mode, first, first + 1, first + 2,
                 FetchGate(loss), FetchGate(loss), FetchGate(divergence))  # fmt: skip
 
@@ -382,26 +388,3 @@ def test_seed_001_divergence_with_hw_truncation_and_none_with_leader_epochs(
     assert epochs.stored_on_b == epochs.stored_on_c == [b"m1", b"m3", b"m4"]
     assert epochs.compared.returncode == 0, epochs.compared.stdout + epochs.compared.stderr
     assert epochs.read_from_c_leading == [b"m1", b"m3", b"m4"]
-
-
-# ------------------------------------------------------------ the switch
-
-
-def test_a_broker_refuses_the_hw_mode_without_the_test_switch(tmp_path: Path) -> None:
-    """An operator setting the mode alone gets a broker that does not start."""
-    config = tmp_path / "broker.properties"
-    config.write_text(render_properties({
-        "node.id": "7", "process.roles": "broker",
-        "controller.quorum.voters": f"1@127.0.0.1:{free_port()}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
-        "metadata.log.dir": str(tmp_path / "data"),
-    }))  # fmt: skip
-    done = subprocess.run(
-        [str(BIN / "broker-agent"), "--config", str(config)],
-        env={**os.environ, TRUNCATION_MODE_ENV: HW_MODE.value},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    assert f"{TRUNCATION_MODE_ENV} is a test-only switch" in done.stderr
-    assert f"unless {ALLOW_ENV}={ALLOW_VALUE}" in done.stderr
-    assert not (tmp_path / "data").exists()  # refused before touching anything
