@@ -98,7 +98,8 @@ class FetchGate:
             return current
 
     def hold_answers(self) -> None:
-        """From now on the followers get no answer through this gate."""
+        """From now on the followers get no answer through this gate (until `open`;
+        a connection that lost an answer is closed then, as a broken link would be)."""
         with self._cond:
             self._answers_held = True
 
@@ -185,9 +186,14 @@ class FetchGate:
         return not self._closed
 
     def _answers(self, upstream: socket.socket, client: socket.socket) -> None:
+        dropped = False
         try:
             while chunk := upstream.recv(1 << 16):
-                if not self._answers_held:
+                if self._answers_held:
+                    dropped = True  # lost, as on a network that failed
+                elif dropped:
+                    break  # the follower would read the tail of a frame: close instead
+                else:
                     client.sendall(chunk)
         except OSError:
             pass
