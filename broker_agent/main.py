@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from broker_agent.partitions.log_cleaner import CleanerConfig
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_config import ReplicaConfig
 from broker_agent.partitions.replica_manager import ReplicaManager
+from broker_agent.replication.follower import TruncationMode
+from broker_agent.switches_for_tests import SwitchError, truncation_mode
 from quorum.admin_client import AdminError
 from quorum.common import process
 from quorum.common.channels import ListenerError
@@ -68,8 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     config = process.load_config(PROG, load_broker_config, args.config)
     if config is None:
         return EXIT_STARTUP
+    try:
+        truncation = truncation_mode(os.environ)
+    except SwitchError as err:
+        return process.cannot_start(PROG, err)
     process.configure_logging(config.log_level, f"broker {config.node_id}")
-    return event_loop.run(_start_and_run(config, args.rebuild_metadata_cache))
+    if truncation is not TruncationMode.LEADER_EPOCH:
+        log.warning(
+            "test-only %s truncation: this broker can lose acknowledged records", truncation.value
+        )
+    return event_loop.run(_start_and_run(config, args.rebuild_metadata_cache, truncation))
 
 
 def replica_config(config: BrokerConfig) -> ReplicaConfig:
@@ -122,7 +133,9 @@ def make_leader_fetch_client(config: BrokerConfig, agent: BrokerAgent) -> Leader
     )
 
 
-def build_replica_manager(config: BrokerConfig, agent: BrokerAgent) -> ReplicaManager:
+def build_replica_manager(
+    config: BrokerConfig, agent: BrokerAgent, truncation: TruncationMode
+) -> ReplicaManager:
     changer = AdminIsrChanger(
         agent.client, lambda: agent.stats.broker_epoch, agent._request_deadline_s
     )
@@ -132,6 +145,7 @@ def build_replica_manager(config: BrokerConfig, agent: BrokerAgent) -> ReplicaMa
         replica_config(config),
         isr_changer=changer,
         fetch_client=make_leader_fetch_client(config, agent),
+        truncation_mode=truncation,
     )
 
 
@@ -143,7 +157,7 @@ def open_cache(config: BrokerConfig, rebuild: bool) -> MetadataCache:
     return MetadataCache(directory, policy, config.segment_bytes, wall_clock_ms())
 
 
-async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
+async def _start_and_run(config: BrokerConfig, rebuild: bool, truncation: TruncationMode) -> int:
     try:
         meta = check_directory(Path(config.metadata_log_dir), config.node_id)
         cache = open_cache(config, rebuild)
@@ -163,7 +177,7 @@ async def _start_and_run(config: BrokerConfig, rebuild: bool) -> int:
     trace = ApplyTrace(Path(config.metadata_log_dir), config.node_id, meta.cluster_id)
     agent = BrokerAgent(config, meta.cluster_id, cache, trace, log_dirs=(meta.directory_id,))
     try:
-        agent.replicas = build_replica_manager(config, agent)
+        agent.replicas = build_replica_manager(config, agent, truncation)
     except ListenerError as err:
         trace.close()
         cache.close()

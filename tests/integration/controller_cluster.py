@@ -88,6 +88,7 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
     host: str = "127.0.0.1"
     launcher: tuple[str, ...] = ()  # a command prefix, e.g. `ip netns exec NS`
+    env: dict[str, str] = field(default_factory=dict)  # added to the test's environment
 
     @property
     def address(self) -> str:
@@ -252,6 +253,7 @@ class Cluster:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    env={**os.environ, **proc.env} if proc.env else None,
                 )
 
     def start(self, *node_ids: int) -> None:

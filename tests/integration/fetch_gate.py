@@ -13,6 +13,13 @@ follower 2 (seed 001), which SIGSTOP/SIGCONT cannot do without racing.
 
 A follower that gives up on a held fetch (its client times out) closes its
 connection; the gate forgets that fetch, and the one it sends next is held.
+
+A gate made with `topic` holds only the fetches naming that topic (others pass
+as if there were no gate). `hold_answers()` stops relaying the leader's answers
+to the followers, as a network that loses them: the gate keeps reading them and
+drops them when the leader's side closes (a crashed leader's answers that never
+arrived). seed 001's data-loss scenario needs followers that never learn the HW
+their own fetches moved.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ class HeldFetch:
 
 
 class FetchGate:
-    def __init__(self) -> None:
+    def __init__(self, topic: str | None = None) -> None:
+        self.topic = topic
         self.port = free_port()
         self.upstream_port: int | None = None  # the leader's real listener, set before it starts
         self._server = socket.create_server(("127.0.0.1", self.port))
@@ -50,6 +58,7 @@ class FetchGate:
         self._seen: dict[int, int] = {}  # follower id -> fetches held so far
         self._open = False
         self._closed = False
+        self._answers_held = False
         self._sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, name="fetch-gate", daemon=True).start()
 
@@ -79,10 +88,27 @@ class FetchGate:
             assert ok and found is not None, f"follower {replica_id} sent no fetch after an answer"
             return found
 
+    def let_through(self, replica_id: int) -> HeldFetch:
+        """Let follower `replica_id`'s held fetch through without waiting for its next
+        one (whose answer may never come: see `hold_answers`)."""
+        with self._cond:
+            current = self.held(replica_id)
+            current.released.set()
+            self._held.remove(current)
+            return current
+
+    def hold_answers(self) -> None:
+        """From now on the followers get no answer through this gate (until `open`;
+        a connection that lost an answer is closed then, as a broken link would be)."""
+        with self._cond:
+            self._answers_held = True
+
     def open(self) -> None:
-        """Hold nothing any more: every held and later fetch passes."""
+        """Hold nothing any more: every held and later fetch passes, every later
+        answer is relayed."""
         with self._cond:
             self._open = True
+            self._answers_held = False
             for held in self._held:
                 held.released.set()
             self._held.clear()
@@ -141,6 +167,8 @@ class FetchGate:
             for t in body.topics
             for p in t.partitions
         }
+        if self.topic is not None and all(topic != self.topic for topic, _ in offsets):
+            return True  # not the gated topic's
         held = HeldFetch(replica_id, offsets)
         with self._cond:
             if self._open or self._closed:
@@ -158,9 +186,15 @@ class FetchGate:
         return not self._closed
 
     def _answers(self, upstream: socket.socket, client: socket.socket) -> None:
+        dropped = False
         try:
             while chunk := upstream.recv(1 << 16):
-                client.sendall(chunk)
+                if self._answers_held:
+                    dropped = True  # lost, as on a network that failed
+                elif dropped:
+                    break  # the follower would read the tail of a frame: close instead
+                else:
+                    client.sendall(chunk)
         except OSError:
             pass
         finally:
@@ -190,5 +224,5 @@ def _hung_up(sock: socket.socket) -> bool:
     try:
         readable, _, _ = select.select([sock], [], [], 0)
         return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
+    except (OSError, ValueError):  # ValueError: closed meanwhile (its leader's side closed)
         return True

@@ -194,6 +194,27 @@ def epoch_errors(
     return fetched.error_code, listed.error_code, ended.error_code
 
 
+def replica_log_end(cluster: Cluster, broker_id: int, topic: str, index: int) -> int:
+    """The end of broker `broker_id`'s own replica log (ListOffsets latest from
+    Kafka's DEBUGGING_REPLICA_ID), whether it leads or follows."""
+    with socket_to(cluster, broker_id) as s:
+        answer = s.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -2, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": index, "current_leader_epoch": -1, "timestamp": -1}]}],
+        }).topics[0].partitions[0]  # fmt: skip
+    assert answer.error_code == ErrorCode.none, (broker_id, answer)
+    return int(answer.offset)
+
+
+def replica_high_watermark(cluster: Cluster, broker_id: int, topic: str, index: int) -> int:
+    """The HW broker `broker_id`'s replica holds (its partition HW gauge)."""
+    labels = f'partition="{index}",topic="{topic}"'
+    return int(
+        cluster.brokers[broker_id].metrics()[f"quorum_broker_partition_high_watermark{{{labels}}}"]
+    )
+
+
 def read_all(
     cluster: Cluster, broker_id: int, topic: str, index: int
 ) -> list[tuple[int, bytes | None]]:
