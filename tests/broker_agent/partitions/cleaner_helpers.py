@@ -13,11 +13,13 @@ from pathlib import Path
 from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record
 from kio.records.writers import write_new_batch
+from kio.schema.errors import ErrorCode
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from broker_agent.partitions.partition_log import LogConfig, PartitionLog
 from broker_agent.partitions.producer_state import ProducerStateTable
 from broker_agent.partitions.record_batch import parse_header, split_batches
+from broker_agent.partitions.replica_manager import ReplicaManager
 
 BASE_TIME_MS = 1_700_000_000_000
 KeyValue = tuple[bytes | None, bytes | None]
@@ -118,3 +120,20 @@ def latest_per_key(records: Sequence[Stored]) -> dict[bytes | None, Stored]:
     for record in records:
         latest[record.key] = record
     return latest
+
+
+T = "changelog"
+KEYS = 30
+
+
+async def produce_updates(
+    leader: ReplicaManager, rounds: int, first_round: int = 0, topic: str = T
+) -> None:
+    """`rounds` values of each of KEYS keys, one record a batch; the last round
+    deletes every tenth key (tombstones)."""
+    for r in range(first_round, first_round + rounds):
+        for k in range(KEYS):
+            value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
+            batch = make_batch([(b"key-%d" % k, value)])
+            result = await leader.append(topic, 0, batch, 1, 1_000)
+            assert result.error is ErrorCode.none, result

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import T, produce_updates
 from partitions_cluster import Cluster, run
-from test_log_cleaner_replicas import T, produce_updates
 
 from broker_agent.metrics import cleaner_metrics
 from broker_agent.partitions.cleaner_task import CleanerTask, Throttle

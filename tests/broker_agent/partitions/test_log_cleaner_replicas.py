@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from cleaner_helpers import Stored, latest_per_key, make_batch, records_in
+from cleaner_helpers import KEYS, Stored, T, latest_per_key, make_batch, produce_updates, records_in
 from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, run
 
@@ -21,20 +21,6 @@ from broker_agent.partitions.partition import Role
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.replica_config import ReplicaConfig
 from broker_agent.partitions.replica_manager import ReplicaManager
-
-T = "changelog"
-KEYS = 30
-
-
-async def produce_updates(
-    leader: ReplicaManager, rounds: int, first_round: int = 0, topic: str = T
-) -> None:
-    for r in range(first_round, first_round + rounds):
-        for k in range(KEYS):
-            value = None if (k % 10 == 0 and r == first_round + rounds - 1) else b"r%d" % r
-            batch = make_batch([(b"key-%d" % k, value)])
-            result = await leader.append(topic, 0, batch, 1, 1_000)
-            assert result.error is ErrorCode.none, result
 
 
 def stored(manager: ReplicaManager) -> list[Stored]:
