@@ -348,6 +348,24 @@ class RaftDriver(DriverSnapshots):
         self._schedule_process()
         return await future
 
+    async def propose_each(self, proposals: list[list[bytes]]) -> list[ProposeResult]:
+        """Several proposals at once, in order, each its own atomic unit (as if
+        proposed one after another in this loop iteration); returns once the last
+        is committed, and so all of them. One future for all: a client's coalesced
+        writes cost one wake-up here, not one each. Raises NotLeaderError (none
+        proposed then)."""
+        if self._loop is None or self._closed:
+            raise RuntimeError("driver not running")
+        with self.poll_idle:
+            now = self.clock()
+            propose = self.core.propose
+            results = [propose(records, now) for records in proposals]
+        future: asyncio.Future[ProposeResult] = self._loop.create_future()
+        self._waiters.add(results[-1], future)
+        self._schedule_process()
+        await future
+        return results
+
     async def change_voters(
         self, change: Callable[[int], ProposeResult | None]
     ) -> ProposeResult | None:
