@@ -26,7 +26,7 @@ from pathlib import Path
 
 import grpc
 
-from quorum.common import event_loop, process
+from quorum.common import process
 from quorum.common.channels import ListenerError
 from quorum.common.config import BOOTSTRAP_SERVERS_KEY, bootstrap_ids
 from quorum.common.meta_properties import (
@@ -301,13 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     # young generation the collector keeps re-examining them while a large write
     # is built and applied (15% of that time with a million partitions).
     gc.set_threshold(*GC_THRESHOLDS)
-    try:
-        factory = event_loop.loop_factory()
-    except ValueError as err:
-        return process.cannot_start(PROG, err)
-    log.info("running on %s's event loop", event_loop.loop_name(factory))
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(_start_and_run(config))
+    return asyncio.run(_start_and_run(config))
 
 
 def log_configuration(config: ControllerConfig) -> None:
