@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import shutil
 import statistics
 import sys
@@ -121,6 +122,7 @@ def run_system(name: str, args: argparse.Namespace, root: Path) -> None:
                 **result,
                 servers_cpu_us_per_write=round(servers_cpu / total * 1e6),
                 client_cpu_us_per_write=round((time.process_time() - client_before) / total * 1e6),
+                load_average=round(os.getloadavg()[0], 1),
             )
         if args.failover_runs > 0 and system.fails_over:
             samples = []

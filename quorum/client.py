@@ -1,13 +1,14 @@
 """An asyncio client for a quorum: finds the leader by itself and follows it.
 
-Writes go to the last known leader, each over an idle WriteStream call (one
-write per request, answered once committed; calls are reused, sparing a unary
-call's cost per write). A NOT_LEADER_OR_FOLLOWER answer names the
-new leader (id and address) and the client goes straight there; a refused
-connection or an attempt that outlives `attempt_timeout_s` moves on to the next
-bootstrap address at once. There is no fixed back-off: the only pause is a few
-milliseconds after a whole round in which nobody knew a leader (an election is
-under way), so a failover costs the election and nothing more.
+Writes go to the last known leader over idle WriteStream calls (reused,
+sparing a unary call's cost), answered once committed; the writes callers make
+while requests are out leave together in the next one (`client_writes`). A
+NOT_LEADER_OR_FOLLOWER answer names the new leader (id and address) and the
+client goes straight there; a refused connection or an attempt that outlives
+`attempt_timeout_s` moves on to the next bootstrap address at once. There is
+no fixed back-off: the only pause is a few milliseconds after a whole round in
+which nobody knew a leader (an election is under way), so a failover costs the
+election and nothing more.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
+from quorum.client_writes import RefusedWriteError, WritePipe, WriteResult
 from quorum.common.channels import exchange, open_channel
 from quorum.common.tls import TlsSettings
 from quorum.gen import raft_pb2 as pb
@@ -47,14 +48,6 @@ class QuorumUnavailableError(Exception):
     """No leader accepted the request before the deadline."""
 
 
-@dataclass(frozen=True)
-class WriteResult:
-    epoch: int
-    base_offset: int
-    last_offset: int
-    leader_id: int | None
-
-
 class QuorumClient:
     def __init__(
         self, bootstrap: Sequence[str], cluster_id: str, tls: TlsSettings | None = None
@@ -68,8 +61,9 @@ class QuorumClient:
         self._leader_address: str | None = None
         self._next = 0
         self._channels: dict[str, grpc.aio.Channel] = {}
-        # address -> WriteStream calls with no write in flight
+        # address -> WriteStream calls with no request in flight
         self._idle_streams: dict[str, list[Any]] = {}
+        self._pipes: dict[str, WritePipe] = {}  # address -> its writes, coalesced
 
     def _channel(self, address: str) -> grpc.aio.Channel:
         channel = self._channels.get(address)
@@ -94,16 +88,24 @@ class QuorumClient:
         attempt_timeout_s: float = ATTEMPT_TIMEOUT_S,
         deadline_s: float = 10.0,
     ) -> WriteResult:
-        """Append records durably on a majority; returns once they are committed."""
-        request = pb.WriteRequest(cluster_id=self.cluster_id, records=list(records))
+        """Append records durably on a majority; returns once they are committed.
+        The records are one atomic write; writes made at the same time from other
+        tasks may travel in the same request (`client_writes`)."""
         give_up = time.monotonic() + deadline_s
         tried_without_leader = 0
         last_error = "no attempt made"
         while time.monotonic() < give_up:
             address = self._target()
             timeout = max(0.001, min(attempt_timeout_s, give_up - time.monotonic()))
+            pipe = self._pipes.get(address)
+            if pipe is None:
+                pipe = self._pipes[address] = WritePipe(
+                    address, self.cluster_id, self._write_over_stream
+                )
             try:
-                reply = await self._write_over_stream(address, request, timeout)
+                result = await pipe.write(records, timeout)
+            except RefusedWriteError as err:
+                raise QuorumClientError(err.error) from err
             except TimeoutError:
                 last_error = f"{address}: no answer within {timeout:.3f}s"
                 self._forget_leader()
@@ -124,8 +126,8 @@ class QuorumClient:
                     await asyncio.sleep(ROUND_PAUSE_S)
                 continue
             self._leader_address = address
-            self.leader_id = reply.leader_id
-            return WriteResult(reply.epoch, reply.base_offset, reply.last_offset, reply.leader_id)
+            self.leader_id = result.leader_id
+            return result
         raise QuorumUnavailableError(
             f"no leader accepted the write in {deadline_s}s ({last_error})"
         )
@@ -183,6 +185,9 @@ class QuorumClient:
         return reply
 
     async def close(self) -> None:
+        for pipe in self._pipes.values():
+            pipe.close()
+        self._pipes.clear()
         for calls in self._idle_streams.values():
             for call in calls:
                 call.cancel()

@@ -68,6 +68,7 @@ RULES = {
     "clients, CLI, broker agent and shared plumbing never import server": Rule(
         (
             "quorum/client.py",
+            "quorum/client_writes.py",
             "quorum/admin_client.py",
             "quorum/cli/",
             "quorum/common/",

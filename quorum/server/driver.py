@@ -4,11 +4,12 @@ Order matters and is the core's: the quorum state and truncations are made
 durable before the next effect runs (so no vote or new-epoch message leaves
 before its epoch is on disk); appends are written at once; flushes run one at
 a time, each covering everything appended before it started (group commit),
-after the round's messages have left: small ones on the loop thread, large
-ones in a worker thread; proposals made in one loop iteration share a batch.
-Committed batches are delivered to the registered listeners (the controller,
-which applies them to its image) as the high watermark moves; snapshots are
-written (when a listener asks) and fetched off the loop.
+after the round's messages have left, in a worker thread (a single voter's
+small ones on the loop thread: `flush_scheduler`); proposals made in one loop
+iteration share a batch. Committed batches are delivered to the registered
+listeners (the controller, which applies them to its image) as the high
+watermark moves; snapshots are written (when a listener asks) and fetched off
+the loop.
 """
 
 from __future__ import annotations
@@ -150,7 +151,11 @@ class RaftDriver(DriverSnapshots):
         self._timer_deadline = 0
         self._process_scheduled = False
         self.flushes = FlushScheduler(
-            log_store, lambda: self.poll_idle, lambda: self._closed, self._flushed
+            log_store,
+            lambda: self.poll_idle,
+            lambda: self._closed,
+            self._flushed,
+            self._has_peers,
         )
         self._waiters = CommitWaiters()
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
@@ -348,6 +353,24 @@ class RaftDriver(DriverSnapshots):
         self._schedule_process()
         return await future
 
+    async def propose_each(self, proposals: list[list[bytes]]) -> list[ProposeResult]:
+        """Several proposals at once, in order, each its own atomic unit (as if
+        proposed one after another in this loop iteration); returns once the last
+        is committed, and so all of them. One future for all: a client's coalesced
+        writes cost one wake-up here, not one each. Raises NotLeaderError (none
+        proposed then)."""
+        if self._loop is None or self._closed:
+            raise RuntimeError("driver not running")
+        with self.poll_idle:
+            now = self.clock()
+            propose = self.core.propose
+            results = [propose(records, now) for records in proposals]
+        future: asyncio.Future[ProposeResult] = self._loop.create_future()
+        self._waiters.add(results[-1], future)
+        self._schedule_process()
+        await future
+        return results
+
     async def change_voters(
         self, change: Callable[[int], ProposeResult | None]
     ) -> ProposeResult | None:
@@ -529,6 +552,13 @@ class RaftDriver(DriverSnapshots):
             callback(reason)
 
     # ------------------------------------------------------------------ flushes
+
+    def _has_peers(self) -> bool:
+        """With other voters every flush syncs in a worker (see `flush_scheduler`):
+        the loop goes on taking answers and writes while the disk works, and a
+        majority may commit without this node's sync. A single voter commits on
+        its own sync alone, with nothing else to do meanwhile."""
+        return len(self.core.voters) > 1
 
     def _flushed(
         self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None

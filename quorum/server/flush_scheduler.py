@@ -1,12 +1,15 @@
 """One log flush at a time, each covering every append before it started (group
 commit), started after the round's messages have left.
 
-Small flushes are synced on the loop thread, as Kafka's raft thread does; large
-ones (a follower catching up, a big metadata batch) in a worker thread, so the
-loop never stalls for long. Handing a small fsync to a worker costs more than the
-fsync: the worker must take the GIL to start and again to report, and on 2 busy
-cores those waits measured several hundred microseconds per flush (see the
-README).
+Large flushes (a follower catching up, a big metadata batch) are synced in a
+worker thread, so the loop never stalls for long. Small ones are too when the
+driver says so (`sync_off_loop`: a node with other voters), and on the loop
+thread otherwise (a single voter, as Kafka's raft thread does). Handing a small
+fsync to a worker costs GIL hand-offs (the worker takes the GIL to start and
+again to report: several hundred microseconds per flush on 2 busy cores, measured
+at one writer), but a loop blocked in fdatasync takes no answers and no writes
+meanwhile; with three voters under load the worker won at 1, 16 and 64 writers
+(docs/benchmarks.md, "CPU per write (issue 32, goal 1)").
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ class FlushScheduler:
         busy: Callable[[], AbstractContextManager[object]],
         closed: Callable[[], bool],
         flushed: Flushed,
+        sync_off_loop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.log_store = log_store
         self._busy = busy  # the driver's poll-idle accounting around its work
         self._closed = closed
         self._flushed = flushed
+        self._sync_off_loop = sync_off_loop  # every flush in a worker while this holds
         self.running = False
         self._wanted: FlushLog | None = None
 
@@ -71,7 +76,7 @@ class FlushScheduler:
             self._done(flush, flush.end_offset, None, None)
             return
         end = max(flush.end_offset, pending.end_offset)
-        if pending.size <= INLINE_FLUSH_MAX_BYTES:
+        if pending.size <= INLINE_FLUSH_MAX_BYTES and not self._sync_off_loop():
             error: Exception | None = None
             try:
                 pending.complete()

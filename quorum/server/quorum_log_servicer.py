@@ -76,6 +76,8 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
                 foreign_cluster_status(request.cluster_id, self._cluster_id)
             )
         await self._access.check(context, request)
+        if request.record_counts:
+            return await self._write_each(request, context)
         if not request.records:
             await context.abort_with_status(
                 rich_status(ErrorCode.INVALID_REQUEST, "a write needs at least one record")
@@ -104,4 +106,66 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             base_offset=result.first_offset,
             last_offset=result.last_offset,
             leader_id=self._driver.config.node_id,
+        )
+
+    async def _write_each(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
+        """Several writes in one request (`record_counts`): each proposed as its
+        own unit, in order, all answered together once the last is committed. A
+        write that fails validation is refused alone (`refused`), the others go
+        on; a request whose counts do not add up changes nothing."""
+        counts = request.record_counts
+        records = request.records
+        if len(counts) > len(records) or sum(counts) != len(records) or 0 in counts:
+            await context.abort_with_status(
+                rich_status(
+                    ErrorCode.INVALID_REQUEST,
+                    f"record_counts ({len(counts)} writes, {sum(counts)} records) must split "
+                    f"the {len(records)} records into writes of at least one record each",
+                )
+            )
+        proposals: list[list[bytes]] = []
+        refused: list[pb.RefusedWrite] = []
+        start = 0
+        validate = self._validate_record
+        for index, count in enumerate(counts):
+            write = records[start : start + count]
+            start += count
+            problem = None
+            if validate is not None:
+                for i, record in enumerate(write):
+                    if (problem := validate(record)) is not None:
+                        problem = f"record {i}: {problem}"
+                        break
+            if problem is None:
+                proposals.append(write)
+            else:
+                refused.append(
+                    pb.RefusedWrite(
+                        index=index, error_code=ErrorCode.INVALID_RECORD.value, message=problem
+                    )
+                )
+        node_id = self._driver.config.node_id
+        if not proposals:
+            epoch = self._driver.epoch
+            return pb.WriteResponse(
+                epoch=epoch, base_offset=-1, last_offset=-1, leader_id=node_id, refused=refused
+            )
+        if self._driver.closed:
+            await context.abort_with_status(
+                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+            )
+        try:
+            results = await self._driver.propose_each(proposals)
+        except NotLeaderError as err:
+            await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalOutcomeUnknown as err:
+            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
+        except ProposalFailed:
+            await context.abort_with_status(self._not_leader(self._driver.leader_id))
+        return pb.WriteResponse(
+            epoch=results[0].epoch,
+            base_offset=results[0].first_offset,
+            last_offset=results[-1].last_offset,
+            leader_id=node_id,
+            refused=refused,
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
 from quorum.raft.config import RaftConfig
@@ -24,7 +24,9 @@ def free_port() -> int:
 
 
 def make_nodes(
-    cluster_ids: dict[int, str] | None = None, addresses: dict[int, str] | None = None
+    cluster_ids: dict[int, str] | None = None,
+    addresses: dict[int, str] | None = None,
+    validate_record: Callable[[bytes], str | None] | None = None,
 ) -> list[QuorumNode]:
     ports = {i: free_port() for i in (1, 2, 3)}
     peers = {i: f"127.0.0.1:{p}" for i, p in ports.items()}
@@ -39,6 +41,7 @@ def make_nodes(
             (cluster_ids or {}).get(i, "cluster-a"),
             MemoryLogStore(),
             MemoryQuorumStateStore(),
+            validate_record=validate_record,
         )
         for i in sorted(ports)
     ]

@@ -7,6 +7,7 @@ driver over a real file log with no peers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 from collections.abc import Callable
@@ -18,11 +19,11 @@ from quorum.log.file_log import FileLogStore, PendingFlush
 from quorum.log.memory import MemoryQuorumStateStore
 from quorum.raft.client_api import ProposalOutcomeUnknown
 from quorum.raft.config import RaftConfig
-from quorum.raft.effects import Role
+from quorum.raft.effects import FlushLog, Role
 from quorum.raft.messages import Message
-from quorum.raft.records import SnapshotId
+from quorum.raft.records import Batch, SnapshotId
 from quorum.server.driver import RaftDriver
-from quorum.server.flush_scheduler import INLINE_FLUSH_MAX_BYTES
+from quorum.server.flush_scheduler import INLINE_FLUSH_MAX_BYTES, FlushScheduler
 from snapshots.api import SnapshotChunk
 
 
@@ -126,5 +127,34 @@ def test_a_failed_fsync_stops_the_node_and_commits_nothing(tmp_path: Path, size:
         # Appended but never durable: its outcome is unknown to the caller, never "refused".
         with pytest.raises(ProposalOutcomeUnknown, match="may still commit"):
             await write
+
+    asyncio.run(scenario())
+
+
+def test_a_driver_with_other_voters_syncs_even_small_flushes_in_a_worker(tmp_path: Path) -> None:
+    """With peers, the loop keeps taking answers and writes while the disk works:
+    the scheduler hands every flush to a worker when the driver asks it to."""
+
+    async def scenario() -> None:
+        log = WatchedLog(tmp_path)
+        done: list[tuple[int, BaseException | None]] = []
+        scheduler = FlushScheduler(
+            log,
+            contextlib.nullcontext,
+            lambda: False,
+            lambda flush, end, error, started: done.append((end, error)),
+            sync_off_loop=lambda: True,
+        )
+        log.append([Batch(0, 1, (b"x" * 100,), 0)])
+        scheduler.request(FlushLog(1, 0))
+        scheduler.schedule(asyncio.get_running_loop())
+        for _ in range(200):
+            if done:
+                break
+            await asyncio.sleep(0.01)
+        assert done == [(1, None)]
+        assert len(log.synced_on) == 1 and log.synced_on[0] != threading.get_ident()
+        assert log.durable_end_offset == 1
+        log.close()
 
     asyncio.run(scenario())

@@ -141,6 +141,112 @@ def test_write_stream_answers_each_write_once_committed_and_refuses_like_write()
     asyncio.run(scenario())
 
 
+def _no_bad(record: bytes) -> str | None:
+    return "a bad record" if record.startswith(b"bad") else None
+
+
+def test_write_stream_takes_several_writes_per_request_each_answered_or_refused_alone() -> None:
+    """A WriteRequest with record_counts carries several writes: each is proposed
+    in order and answered once committed, the valid ones at consecutive offsets
+    from base_offset; one with an invalid record is refused alone (INVALID_RECORD
+    in `refused`) and the others are written; counts that do not split the
+    records change nothing (INVALID_REQUEST)."""
+    from quorum.gen import raft_pb2 as pb
+    from quorum.gen import raft_pb2_grpc as pb_grpc
+    from quorum.raft.messages import ErrorCode
+
+    async def scenario() -> None:
+        addresses: dict[int, str] = {}
+        nodes = make_nodes(addresses=addresses, validate_record=_no_bad)
+        async with running(nodes):
+            leader = await wait_for_leader(nodes)
+            core = leader.driver.core
+            async with grpc.aio.insecure_channel(addresses[core.node_id]) as channel:
+                call = pb_grpc.QuorumLogStub(channel).WriteStream()
+                records = [b"a0", b"b0", b"bad", b"b2", b"c0"]
+                request = pb.WriteRequest(
+                    cluster_id="cluster-a", records=records, record_counts=[1, 3, 1]
+                )
+                await call.write(request)
+                reply = await call.read()
+                assert [(r.index, r.error_code) for r in reply.refused] == [
+                    (1, ErrorCode.INVALID_RECORD.value)
+                ]
+                assert reply.last_offset == reply.base_offset + 1
+                assert core.high_watermark > reply.last_offset
+                written = [
+                    record
+                    for batch in core.log.read(reply.base_offset, 10)
+                    for offset, record in enumerate(batch.records, batch.base_offset)
+                    if reply.base_offset <= offset <= reply.last_offset
+                ]
+                assert written == [b"a0", b"c0"]
+                end = core.log.end_offset
+                for counts in ([1, 1], [2, 0, 1], [1, 1, 1, 1]):
+                    wrong = pb.WriteRequest(
+                        cluster_id="cluster-a", records=[b"x", b"y", b"z"], record_counts=counts
+                    )
+                    error = await refusal(pb_grpc.QuorumLogStub(channel).WriteStream(), wrong)
+                    assert error.error is ErrorCode.INVALID_REQUEST
+                assert core.log.end_offset == end
+
+    asyncio.run(scenario())
+
+
+def test_client_coalesces_concurrent_writes_each_committed_at_its_own_offsets() -> None:
+    """Writes made at once from many tasks of one client share requests: fewer
+    requests than writes, each write's records at the offsets it was told, all
+    committed; a write the leader refuses fails alone (INVALID_RECORD)."""
+    from quorum.client import QuorumClient, QuorumClientError
+    from quorum.raft.messages import ErrorCode
+
+    async def scenario() -> None:
+        addresses: dict[int, str] = {}
+        nodes = make_nodes(addresses=addresses, validate_record=_no_bad)
+        async with running(nodes):
+            leader = await wait_for_leader(nodes)
+            core = leader.driver.core
+            client = QuorumClient(list(addresses.values()), "cluster-a")
+            requests = 0
+            exchange = client._write_over_stream
+
+            async def counted(*args: Any) -> Any:
+                nonlocal requests
+                requests += 1
+                return await exchange(*args)
+
+            client._write_over_stream = counted  # type: ignore[method-assign]
+            try:
+                await client.write([b"first"])  # finds the leader
+                requests = 0
+                writes = [[b"w%d-%d" % (i, j) for j in range(i % 3 + 1)] for i in range(40)]
+                writes[7] = [b"ok", b"bad"]
+                outcomes = await asyncio.gather(
+                    *(client.write(w) for w in writes), return_exceptions=True
+                )
+                refused = outcomes[7]
+                assert isinstance(refused, QuorumClientError)
+                assert refused.error.error is ErrorCode.INVALID_RECORD
+                assert requests < len(writes)
+                for records, result in zip(writes, outcomes, strict=True):
+                    if result is refused:
+                        continue
+                    assert not isinstance(result, BaseException)
+                    assert result.last_offset - result.base_offset + 1 == len(records)
+                    assert core.high_watermark > result.last_offset
+                    stored = [
+                        record
+                        for batch in core.log.read(result.base_offset, 100)
+                        for offset, record in enumerate(batch.records, batch.base_offset)
+                        if result.base_offset <= offset <= result.last_offset
+                    ]
+                    assert stored == records
+            finally:
+                await client.close()
+
+    asyncio.run(scenario())
+
+
 def test_fetch_stream_answers_each_fetch_in_order_and_rejects_like_fetch() -> None:
     """FetchStream: followers replicate over one call each, kept across commits; on
     a call of our own the leader answers each fetch in order, holds a caught-up
