@@ -49,5 +49,9 @@ def test_only_cancellations_are_muted_and_only_once_asked(
 
 def test_the_filter_is_installed_by_processes_not_by_servers() -> None:
     before = list(logging.getLogger(GRPC_LOGGER).filters)
-    servers.new_server()
+
+    async def build() -> None:
+        await servers.stop_server(servers.new_server(), 0)
+
+    asyncio.run(build())
     assert logging.getLogger(GRPC_LOGGER).filters == before
