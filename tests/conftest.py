@@ -11,6 +11,11 @@ from collections.abc import Iterator
 
 import process_logs
 import pytest
+from slowest_first import (  # noqa: F401  (hooks: the slowest modules handed out first)
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_xdist_make_scheduler,
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -57,6 +57,7 @@ def test_the_fixture_fails_a_test_whose_process_logged_a_planted_traceback(
     asserts and still fails, with the lines shown; declared, it passes."""
     pytester.makeconftest((HERE / "conftest.py").read_text())
     pytester.makepyfile(process_logs=(HERE / "process_logs.py").read_text())
+    pytester.makepyfile(slowest_first=(HERE / "slowest_first.py").read_text())
     pytester.makepyfile(
         test_planted=f"""
 import subprocess, sys

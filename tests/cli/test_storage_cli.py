@@ -167,9 +167,10 @@ def test_every_command_has_help_with_an_example() -> None:
     for command in ([], ["storage"], ["storage", "random-uuid"], ["storage", "format"]):
         shown = quorumctl(*command, "--help")
         assert shown.returncode == 0 and "Example:" in shown.stdout, command
+        if not command:  # the top level's help (every command imported: the costliest)
+            assert "_QUORUMCTL_COMPLETE=bash_source" in shown.stdout
     shown = quorumctl("storage", "info", "-h")
     assert shown.returncode == 0 and "Example:" in shown.stdout
-    assert "_QUORUMCTL_COMPLETE=bash_source" in quorumctl("--help").stdout
 
 
 def test_shell_completion_script() -> None:
