@@ -67,7 +67,7 @@ def write_meta(directory: Path, node_id: int) -> None:
 def make_raw(root: Path, records: int, seed: int = 7) -> tuple[Path, list[Path]]:
     """A controller directory with `records` committed records and BROKERS broker
     directories that applied them all."""
-    from quorum.controller.codec import encode, wrap
+    from quorum.controller.record_codec import encode, wrap
     from quorum.gen import metadata_pb2 as md
     from quorum.log.file_log import FileLogStore
     from quorum.raft.records import Batch

@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from report import emit
 
 from quorum.controller import topic_ops
-from quorum.controller.codec import encode, wrap
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import encode, wrap
 from quorum.controller.write_queue import WriteQueue
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md

@@ -51,7 +51,7 @@ from quorum.admin_client import AdminClient, AdminError
 from quorum.client import QuorumClient
 from quorum.common.config import render_properties
 from quorum.common.meta_properties import random_uuid, read_meta_properties
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.gen import admin_pb2 as api
 
 VOTERS = (1, 2, 3)

@@ -137,7 +137,7 @@ class _UnaryQuorumClient:
     async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
         import grpc
 
-        from quorum.controller.codec import noop
+        from quorum.controller.record_codec import noop
         from quorum.gen import raft_pb2
         from quorum.rpc.wire_errors import wire_error
 

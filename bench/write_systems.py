@@ -228,7 +228,7 @@ class _QuorumClient:
         self._client = client
 
     async def write(self, key: bytes, value: bytes, attempt_timeout_s: float | None) -> None:
-        from quorum.controller.codec import noop  # the raw write path takes NoOp records
+        from quorum.controller.record_codec import noop  # the raw write path takes NoOp records
 
         record = noop(key + b"=" + value)
         await self._client.write([record], attempt_timeout_s=attempt_timeout_s or 10.0)

@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from quorum.controller.codec import decode, record_type
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import decode, record_type
 from quorum.log.file_log import FileLogStore
 from quorum.raft.records import Batch, SnapshotId
 from snapshots.policy import SnapshotPolicy, SnapshotTrigger

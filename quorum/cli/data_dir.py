@@ -16,8 +16,8 @@ from pathlib import Path
 
 import click
 
-from quorum.controller.codec import decode
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import decode
 from quorum.log.errors import StorageCorruptionError, StorageError
 from quorum.log.segment_reader import read_log
 from quorum.raft.records import Batch, SnapshotId

@@ -45,7 +45,7 @@ from quorum.cli.export_sources import (
     stream_log,
 )
 from quorum.cli.export_writer import ExportFailed, TableWriter, export_directory, write_schema
-from quorum.controller.codec import MetadataRecordError, decode, record_type
+from quorum.controller.record_codec import MetadataRecordError, decode, record_type
 from quorum.raft.records import Batch
 
 

@@ -15,7 +15,7 @@ from quorum.cli.bootstrap import render_json
 from quorum.cli.data_dir import partition_dir, segments
 from quorum.cli.lazy_group import LazyGroup
 from quorum.cli.proto_json import proto_to_dict
-from quorum.controller.codec import MetadataRecordError, decode, record_type
+from quorum.controller.record_codec import MetadataRecordError, decode, record_type
 from quorum.raft.records import Batch, decode_leader_change
 
 

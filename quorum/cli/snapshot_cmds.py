@@ -12,7 +12,7 @@ from quorum.cli.bootstrap import print_rows, render_json, render_table
 from quorum.cli.data_dir import OfflineError, ReadOnlySnapshots, partition_dir, snapshot_store
 from quorum.cli.log_tools import dir_option, output_option, render_compact
 from quorum.cli.proto_json import proto_to_dict
-from quorum.controller.codec import decode, record_type
+from quorum.controller.record_codec import decode, record_type
 from quorum.raft.records import SnapshotId
 from snapshots.errors import SnapshotCorruptionError
 

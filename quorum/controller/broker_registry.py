@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quorum.controller.api_errors import ApiError, ControllerError
-from quorum.controller.codec import wrap
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.partition_ops import (
     leads_anything,
@@ -28,6 +27,7 @@ from quorum.controller.partition_ops import (
     moves_for_shutdown,
     moves_for_unavailable_broker,
 )
+from quorum.controller.record_codec import wrap
 from quorum.controller.topic_ops import Records, acceptable_leader
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md

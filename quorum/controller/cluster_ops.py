@@ -6,10 +6,10 @@ import random
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
-from quorum.controller.codec import new_uuid, wrap
 from quorum.controller.features import SUPPORTED_FEATURES
 from quorum.controller.metadata_image import AclEntry, MetadataImage
 from quorum.controller.partition_ops import elections_for_unclean_enabled
+from quorum.controller.record_codec import new_uuid, wrap
 from quorum.controller.topic_ops import OK, Records, api_error
 from quorum.controller.validation import (
     acl_binding_problem,

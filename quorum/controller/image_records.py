@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from quorum.controller.codec import encode, wrap
 from quorum.controller.image_entities import (
     AclEntry,
     BrokerRegistration,
     PartitionState,
     TopicImage,
 )
+from quorum.controller.record_codec import encode, wrap
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
 

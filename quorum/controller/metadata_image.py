@@ -22,7 +22,6 @@ from dataclasses import replace
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
-from quorum.controller.codec import RECORD_VERSION, MetadataRecordError, decode, encode, wrap
 from quorum.controller.image_entities import (
     AclEntry,
     BrokerRegistration,
@@ -46,6 +45,7 @@ from quorum.controller.image_records import (
     topic_key,
     topic_record,
 )
+from quorum.controller.record_codec import RECORD_VERSION, MetadataRecordError, decode, encode, wrap
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
 

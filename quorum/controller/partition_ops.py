@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator, Mapping
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError
-from quorum.controller.codec import wrap
 from quorum.controller.leader_election import (
     NO_LEADER,
     ChangeSpec,
@@ -22,6 +21,7 @@ from quorum.controller.leader_election import (
     validate_alter_partition,
 )
 from quorum.controller.metadata_image import MetadataImage, PartitionState, TopicImage
+from quorum.controller.record_codec import wrap
 from quorum.controller.topic_ops import OK, Records, acceptable_leader, api_error
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md

@@ -13,9 +13,9 @@ from itertools import chain
 
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
-from quorum.controller.codec import new_uuid, wrap
 from quorum.controller.leader_election import elect_leader, under_min_isr
 from quorum.controller.metadata_image import MetadataImage, PartitionState, TopicImage
+from quorum.controller.record_codec import new_uuid, wrap
 from quorum.controller.replica_placement import BrokerInfo, place_replicas, validate_assignment
 from quorum.controller.request_limits import DEFAULTS, RequestLimits
 from quorum.controller.validation import (

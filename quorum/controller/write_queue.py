@@ -18,8 +18,8 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import TypeVar
 
-from quorum.controller.codec import encode
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import encode
 from quorum.gen import metadata_pb2 as md
 
 T = TypeVar("T")

@@ -34,10 +34,10 @@ from quorum.common.meta_properties import (
     check_directory,
     ensure_directory_id,
 )
-from quorum.controller.codec import only_noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.rate_limit import RateLimiter
+from quorum.controller.record_codec import only_noop
 from quorum.controller_config import ControllerConfig, load_config
 from quorum.log.errors import StorageError
 from quorum.log.file_log import FileLogStore

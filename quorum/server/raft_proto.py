@@ -1,5 +1,5 @@
 """The Raft core's message values to and from their protobuf wire form (the metadata
-records' codec is `quorum.controller.codec`).
+records' codec is `quorum.controller.record_codec`).
 
 Kept in one place so the transport never hand-builds a message and the mapping
 can be tested as a round trip.

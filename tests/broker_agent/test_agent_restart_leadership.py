@@ -24,8 +24,8 @@ from broker_agent.config import parse_broker_config
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_config import ReplicaConfig
 from broker_agent.partitions.replica_manager import ReplicaManager
-from quorum.controller.codec import encode, wrap
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import encode, wrap
 from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
 from quorum.raft.records import Batch

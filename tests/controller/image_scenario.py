@@ -14,13 +14,13 @@ import random
 from collections.abc import Iterable, Sequence
 
 from quorum.controller.api_errors import ApiError
-from quorum.controller.codec import encode, record_type, wrap
 from quorum.controller.metadata_image import (
     BrokerRegistration,
     MetadataImage,
     PartitionState,
     TopicImage,
 )
+from quorum.controller.record_codec import encode, record_type, wrap
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quorum.controller.codec import (
+from quorum.controller.metadata_image import InconsistentRecordError, MetadataImage
+from quorum.controller.record_codec import (
     MetadataRecordError,
     UnknownRecordType,
     UnsupportedRecordVersion,
@@ -18,7 +19,6 @@ from quorum.controller.codec import (
     new_uuid,
     wrap,
 )
-from quorum.controller.metadata_image import InconsistentRecordError, MetadataImage
 from quorum.gen import metadata_pb2 as md
 
 TOPIC = md.CONFIG_RESOURCE_TOPIC

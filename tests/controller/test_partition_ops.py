@@ -11,7 +11,6 @@ import pytest
 from image_scenario import CLUSTER, TOPIC, Scenario, epochs, error_of, kinds, leader_isr
 
 from quorum.controller.api_errors import ApiError
-from quorum.controller.codec import wrap
 from quorum.controller.partition_ops import (
     build_alter_partition,
     build_elect_leaders,
@@ -21,6 +20,7 @@ from quorum.controller.partition_ops import (
     moves_for_shutdown,
     moves_for_unavailable_broker,
 )
+from quorum.controller.record_codec import wrap
 from quorum.controller.topic_ops import acceptable_leader, describe_topics
 from quorum.gen import admin_pb2 as api
 from quorum.gen import metadata_pb2 as md

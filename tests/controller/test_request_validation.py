@@ -17,8 +17,8 @@ import pytest
 from quorum.controller import cluster_ops, topic_ops
 from quorum.controller import config_schema as cs
 from quorum.controller.api_errors import ApiError, ControllerError
-from quorum.controller.codec import encode, wrap
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import encode, wrap
 from quorum.controller.request_limits import PROPERTIES, RequestLimits, limits_from
 from quorum.controller.validation import (
     acl_binding_problem,

@@ -20,8 +20,8 @@ import pytest
 from image_scenario import Scenario, error_of
 
 from quorum.controller.api_errors import ApiError, ControllerError
-from quorum.controller.codec import decode, encode, record_type, wrap
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import decode, encode, record_type, wrap
 from quorum.controller.topic_ops import (
     SLICE_PARTITIONS,
     Records,

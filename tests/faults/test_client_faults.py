@@ -20,7 +20,7 @@ from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
 
 from quorum.client import QuorumClient, QuorumUnavailableError
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 
 pytestmark = pytest.mark.slow
 

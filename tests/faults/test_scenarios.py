@@ -25,7 +25,7 @@ from toxiproxy import Toxiproxy
 from toxiproxy_server import toxiproxy_server
 from workload import Workload, running
 
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.gen import admin_pb2 as api
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc

@@ -30,7 +30,7 @@ import grpc
 from checkers import FAIL, INFO, OK, Append, RegisterOp
 
 from quorum.common.channels import open_channel
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.gen import admin_pb2 as api
 from quorum.gen import admin_pb2_grpc as api_grpc
 from quorum.gen import raft_pb2 as pb

@@ -31,7 +31,7 @@ from quorum.client import QuorumClient
 from quorum.common.config import render_properties
 from quorum.common.meta_properties import random_uuid, read_meta_properties
 from quorum.common.tls import TlsSettings
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.gen import admin_pb2 as admin_pb
 from quorum.gen import raft_pb2 as pb
 

@@ -13,7 +13,7 @@ from controller_cluster import Cluster, quorumctl, run
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from quorum.controller.codec import encode, noop, wrap
+from quorum.controller.record_codec import encode, noop, wrap
 from quorum.gen import metadata_pb2 as md
 from quorum.gen import raft_pb2 as pb
 from quorum.gen import raft_pb2_grpc as pb_grpc

@@ -16,7 +16,7 @@ import pytest
 from controller_cluster import Cluster, run
 
 from quorum.client import QuorumClient
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.log.file_log import FileLogStore
 
 pytestmark = pytest.mark.slow

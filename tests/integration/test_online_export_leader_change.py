@@ -20,7 +20,7 @@ from controller_cluster import Cluster, run, running_cluster
 
 from quorum.cli.data_dir import partition_dir
 from quorum.cli.export_sources import LogReadReport, describe_leader, fetch_committed, stream_log
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.raft.records import Batch
 
 RECORDS_PER_WRITE = 1_000

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from controller_cluster import Cluster, running_cluster
 
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 
 METRIC = "quorum_raft_poll_idle_ratio"
 WINDOW = {"metrics.sample.window.ms": "1000", "metrics.num.samples": "2"}

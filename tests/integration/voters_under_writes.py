@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable
 
 from controller_cluster import Cluster, ctl, quorumctl
 
-from quorum.controller.codec import noop
+from quorum.controller.record_codec import noop
 from quorum.gen import raft_pb2 as pb
 
 

@@ -14,9 +14,9 @@ import asyncio
 
 from grpc_nodes import FAST, free_port
 
-from quorum.controller.codec import encode, noop
 from quorum.controller.controller import QuorumController
 from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.record_codec import encode, noop
 from quorum.gen import metadata_pb2 as md
 from quorum.log.memory import MemoryLogStore, MemoryQuorumStateStore
 from quorum.raft.config import RaftConfig
