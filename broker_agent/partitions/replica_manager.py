@@ -82,7 +82,7 @@ from broker_agent.partitions.partition_log import LogConfig, PartitionLog, direc
 from broker_agent.partitions.produce_path import await_acks, refuse_before_append
 from broker_agent.partitions.producer_state import ProducerStateTable, SequenceCheck
 from broker_agent.partitions.record_batch import InvalidRecordBatch, split_batches
-from broker_agent.partitions.replica_config import ReplicaConfig, log_config_for
+from broker_agent.partitions.replica_config import LogConfigs, ReplicaConfig
 from broker_agent.replication import leader as rules
 from broker_agent.replication.follower import TruncationMode
 from quorum.controller.metadata_image import MetadataImage
@@ -139,6 +139,7 @@ class ReplicaManager:
         self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
         self._isr_sender: asyncio.Task[None] | None = None
         self.cleaner = CleanerTask(self, self.config.cleaner)
+        self._log_configs = LogConfigs(self.config.log, self.config.message_max_bytes)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._deleter = LogDeleter(broker_id)
         self._deleter.sweep(self.log_dir)
@@ -199,8 +200,9 @@ class ReplicaManager:
             self._delete(key)
         to_open: list[tuple[PartitionAssignment, LogConfig]] = []
         for key, assignment in wanted.items():
-            topic_config = dict(view.topic_configs.get(assignment.topic, {}))
-            config = log_config_for(self.config.log, self.config.message_max_bytes, topic_config)
+            config = self._log_configs.for_topic(
+                assignment.topic, view.topic_configs.get(assignment.topic, {})
+            )
             part = self.partitions.get(key)
             if part is None:
                 if open_in_background:
@@ -220,6 +222,7 @@ class ReplicaManager:
                 # (and refused as stale) at the next follower fetch.
                 continue
             self._apply_assignment(part, assignment, now)
+        self._log_configs.keep_only(view.topic_configs)
         if to_open:
             self._opener.open(to_open, now)
         if self.fetcher is not None:
