@@ -6,8 +6,8 @@ refuses with NOT_LEADER_OR_FOLLOWER naming the leader, so a client moves at once
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 import grpc
 
@@ -22,6 +22,8 @@ from quorum.rpc.wire_errors import foreign_cluster_status, rich_status
 from quorum.server.access import AccessControl, open_access
 from quorum.server.driver import RaftDriver
 from quorum.server.leader_hint import leader_hint
+
+T = TypeVar("T")
 
 
 class QuorumLogServicer(pb_grpc.QuorumLogServicer):
@@ -61,6 +63,24 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             hint,
         )
 
+    async def _proposed(self, context: Any, proposal: Coroutine[Any, Any, T]) -> T:
+        """A proposal's outcome, or the call aborted with Kafka's error for why it
+        has none (shutting down, not the leader, outcome unknown)."""
+        if self._driver.closed:
+            proposal.close()
+            await context.abort_with_status(
+                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
+            )
+        try:
+            return await proposal
+        except NotLeaderError as err:
+            await context.abort_with_status(self._not_leader(err.leader_id))
+        except ProposalOutcomeUnknown as err:
+            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
+        except ProposalFailed:
+            await context.abort_with_status(self._not_leader(self._driver.leader_id))
+        raise AssertionError("abort_with_status returns only by raising")
+
     async def Write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
         return await self._write(request, context)
 
@@ -89,18 +109,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
                     await context.abort_with_status(
                         rich_status(ErrorCode.INVALID_RECORD, f"record {i}: {problem}")
                     )
-        if self._driver.closed:
-            await context.abort_with_status(
-                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
-            )
-        try:
-            result = await self._driver.propose(list(request.records))
-        except NotLeaderError as err:
-            await context.abort_with_status(self._not_leader(err.leader_id))
-        except ProposalOutcomeUnknown as err:
-            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
-        except ProposalFailed:
-            await context.abort_with_status(self._not_leader(self._driver.leader_id))
+        result = await self._proposed(context, self._driver.propose(list(request.records)))
         return pb.WriteResponse(
             epoch=result.epoch,
             base_offset=result.first_offset,
@@ -150,18 +159,7 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
             return pb.WriteResponse(
                 epoch=epoch, base_offset=-1, last_offset=-1, leader_id=node_id, refused=refused
             )
-        if self._driver.closed:
-            await context.abort_with_status(
-                rich_status(ErrorCode.BROKER_NOT_AVAILABLE, "node is shutting down")
-            )
-        try:
-            results = await self._driver.propose_each(proposals)
-        except NotLeaderError as err:
-            await context.abort_with_status(self._not_leader(err.leader_id))
-        except ProposalOutcomeUnknown as err:
-            await context.abort_with_status(rich_status(ErrorCode.REQUEST_TIMED_OUT, str(err)))
-        except ProposalFailed:
-            await context.abort_with_status(self._not_leader(self._driver.leader_id))
+        results = await self._proposed(context, self._driver.propose_each(proposals))
         return pb.WriteResponse(
             epoch=results[0].epoch,
             base_offset=results[0].first_offset,
