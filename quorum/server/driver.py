@@ -5,7 +5,8 @@ durable before the next effect runs (so no vote or new-epoch message leaves
 before its epoch is on disk); appends are written at once; flushes run one at
 a time, each covering everything appended before it started (group commit),
 after the round's messages have left, in a worker thread (a single voter's
-small ones on the loop thread: `flush_scheduler`); proposals made in one loop
+small ones on the loop thread, as are a follower's, started within the round
+that appended: `flush_scheduler`); proposals made in one loop
 iteration share a batch. Committed batches are delivered to the registered
 listeners (the controller, which applies them to its image) as the high
 watermark moves; snapshots are written (when a listener asks) and fetched off
@@ -155,7 +156,8 @@ class RaftDriver(DriverSnapshots):
             lambda: self.poll_idle,
             lambda: self._closed,
             self._flushed,
-            self._has_peers,
+            self._sync_off_loop,
+            self._flush_at_once,
         )
         self._waiters = CommitWaiters()
         self._replies: dict[tuple[int, type], asyncio.Future[Message]] = {}
@@ -553,12 +555,18 @@ class RaftDriver(DriverSnapshots):
 
     # ------------------------------------------------------------------ flushes
 
-    def _has_peers(self) -> bool:
-        """With other voters every flush syncs in a worker (see `flush_scheduler`):
-        the loop goes on taking answers and writes while the disk works, and a
-        majority may commit without this node's sync. A single voter commits on
-        its own sync alone, with nothing else to do meanwhile."""
-        return len(self.core.voters) > 1
+    def _sync_off_loop(self) -> bool:
+        """A leader with other voters syncs every flush in a worker (see
+        `flush_scheduler`): its loop goes on taking answers and writes while the
+        disk works, and a majority may commit without its sync. A single voter
+        commits on its own sync alone, and a follower's next fetch waits for its
+        sync: neither has anything else to do meanwhile."""
+        return self.core.role is Role.LEADER and len(self.core.voters) > 1
+
+    def _flush_at_once(self) -> bool:
+        """A follower (or any node not leading) holds no fetches whose answers
+        should leave before its sync: its flush starts within the round."""
+        return self.core.role is not Role.LEADER
 
     def _flushed(
         self, flush: FlushLog, end_offset: int, error: BaseException | None, started: float | None

@@ -1,15 +1,18 @@
 """One log flush at a time, each covering every append before it started (group
-commit), started after the round's messages have left.
+commit): a leader's after the round's messages have left, a follower's at once.
 
 Large flushes (a follower catching up, a big metadata batch) are synced in a
 worker thread, so the loop never stalls for long. Small ones are too when the
-driver says so (`sync_off_loop`: a node with other voters), and on the loop
-thread otherwise (a single voter, as Kafka's raft thread does). Handing a small
-fsync to a worker costs GIL hand-offs (the worker takes the GIL to start and
-again to report: several hundred microseconds per flush on 2 busy cores, measured
-at one writer), but a loop blocked in fdatasync takes no answers and no writes
-meanwhile; with three voters under load the worker won at 1, 16 and 64 writers
-(docs/benchmarks.md, "CPU per write (issue 32, goal 1)").
+driver says so (`sync_off_loop`: a leader with other voters), and on the loop
+thread otherwise (a single voter, as Kafka's raft thread does, and a follower).
+Handing a small fsync to a worker costs GIL hand-offs (the worker takes the GIL
+to start and again to report: several hundred microseconds per flush on 2 busy
+cores, measured at one writer), but a leader's loop blocked in fdatasync takes no
+answers and no writes meanwhile; with three voters under load the worker won at
+1, 16 and 64 writers (docs/benchmarks.md, "CPU per write (issue 32, goal 1)").
+A follower has nothing to take meanwhile: its next fetch waits for this very
+flush, which is on the commit's path, so it pays no hand-offs and no wait for
+the loop's next turn (docs/benchmarks.md, "Writes at 16 writers").
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ class FlushScheduler:
         closed: Callable[[], bool],
         flushed: Flushed,
         sync_off_loop: Callable[[], bool] = lambda: False,
+        at_once: Callable[[], bool] = lambda: False,
     ) -> None:
         self.log_store = log_store
         self._busy = busy  # the driver's poll-idle accounting around its work
         self._closed = closed
         self._flushed = flushed
         self._sync_off_loop = sync_off_loop  # every flush in a worker while this holds
+        self._at_once = at_once  # started within the round that asked, while this holds
         self.running = False
         self._wanted: FlushLog | None = None
 
@@ -55,10 +60,16 @@ class FlushScheduler:
     def schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the wanted flush as a callback of its own, after the callbacks this
         round woke: a leader's answers to the fetches it was holding leave before
-        it syncs, so its followers write and sync at the same time as it does."""
+        it syncs, so its followers write and sync at the same time as it does.
+        While `at_once` holds (a follower: nothing of its round waits to leave)
+        it starts now, and its completion may run the driver's next round within
+        this one."""
         if self._wanted is not None and not self.running:
             self.running = True
-            loop.call_soon(self._flush, loop)
+            if self._at_once():
+                self._flush(loop)
+            else:
+                loop.call_soon(self._flush, loop)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._busy():

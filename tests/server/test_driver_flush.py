@@ -158,3 +158,29 @@ def test_a_driver_with_other_voters_syncs_even_small_flushes_in_a_worker(tmp_pat
         log.close()
 
     asyncio.run(scenario())
+
+
+def test_a_follower_syncs_a_small_flush_on_its_loop_within_the_round(tmp_path: Path) -> None:
+    """A follower's next fetch waits for its sync: the flush runs on the loop
+    thread before `schedule` returns (no hand-off to a worker, no loop turn)."""
+
+    async def scenario() -> None:
+        log = WatchedLog(tmp_path)
+        done: list[tuple[int, BaseException | None]] = []
+        scheduler = FlushScheduler(
+            log,
+            contextlib.nullcontext,
+            lambda: False,
+            lambda flush, end, error, started: done.append((end, error)),
+            sync_off_loop=lambda: False,
+            at_once=lambda: True,
+        )
+        log.append([Batch(0, 1, (b"x" * 100,), 0)])
+        scheduler.request(FlushLog(1, 0))
+        scheduler.schedule(asyncio.get_running_loop())
+        assert done == [(1, None)] and not scheduler.running
+        assert log.synced_on == [threading.get_ident()]
+        assert log.durable_end_offset == 1
+        log.close()
+
+    asyncio.run(scenario())
