@@ -306,7 +306,10 @@ class RaftDriver(DriverSnapshots):
     # ------------------------------------------------------------------ events
 
     def receive(self, source: int, message: Message) -> None:
-        """A request or response from a peer, on the loop thread."""
+        """A request or response from a peer, on the loop thread. Its round runs
+        now, not on the loop's next turn: a fetch (or its answer) is the commit's
+        path at every concurrency, and proposals waiting in this turn are sealed
+        with it as they would be a callback later."""
         if self._closed:
             return
         if isinstance(message, FetchRequest):
@@ -314,7 +317,7 @@ class RaftDriver(DriverSnapshots):
             counts[source] = counts.get(source, 0) + 1
         with self.poll_idle:
             self.core.on_message(source, message, self.clock())
-        self._schedule_process()
+            self._process()
 
     async def handle_request(self, source: int, message: Message, timeout_s: float) -> Message:
         """Feed an incoming request to the core and wait for its answer to `source`
