@@ -412,8 +412,15 @@ class RaftDriver(DriverSnapshots):
         assert self._loop is not None
         effects = self.core.poll(self.clock())
         superseded = superseded_state_writes(effects)
+        committed: HighWatermarkChanged | None = None
+        # A round that changes the role keeps the core's order (the listener sees
+        # commits and leader changes as the core made them).
+        defer = not any(isinstance(effect, RoleChanged) for effect in effects)
         for index, effect in enumerate(effects):
             if index in superseded:
+                continue
+            if defer and isinstance(effect, HighWatermarkChanged):
+                committed = effect  # after the round's messages, see below
                 continue
             try:
                 self._execute(effect)
@@ -423,6 +430,16 @@ class RaftDriver(DriverSnapshots):
                 # stored. No later effect of the round runs, so nothing that depends
                 # on the failed write leaves the node.
                 self._fatal(f"{type(effect).__name__} failed: {err}")
+                return
+        if committed is not None:
+            # Answers to the fetches this round took leave first (their tasks are
+            # woken first): the next batch reaching the followers is the commit
+            # cycle, while the commit's waiters and the apply are off it. The core
+            # has made every change of the round already, so the outcome is the
+            # same as in the core's order (the high watermark never passes a
+            # truncation, and only grows: the last change covers the others).
+            self._on_committed(committed.high_watermark)
+            if self._closed:
                 return
         self.flushes.schedule(self._loop)
         self._arm_timer()
