@@ -84,11 +84,13 @@ class QuorumLogServicer(pb_grpc.QuorumLogServicer):
     async def Write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
         return await self._write(request, context)
 
-    async def WriteStream(
-        self, requests: AsyncIterator[pb.WriteRequest], context: Any
-    ) -> AsyncIterator[pb.WriteResponse]:
+    async def WriteStream(self, requests: AsyncIterator[pb.WriteRequest], context: Any) -> None:
+        """Answers are written to the call, not yielded: a servicer that yields is
+        wrapped in a generator per layer (the server's interceptors add one
+        each), every answer passing through all of them. Requests still come
+        through the interceptors' checks (`guarded_handlers`)."""
         async for request in requests:
-            yield await self._write(request, context)
+            await context.write(await self._write(request, context))
 
     async def _write(self, request: pb.WriteRequest, context: Any) -> pb.WriteResponse:
         if request.cluster_id != self._cluster_id:

@@ -212,11 +212,13 @@ class RaftQuorumServicer(pb_grpc.RaftQuorumServicer):
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
         return await self._fetch(request, context)
 
-    async def FetchStream(
-        self, requests: AsyncIterator[pb.FetchRequest], context: Any
-    ) -> AsyncIterator[pb.FetchResponse]:
+    async def FetchStream(self, requests: AsyncIterator[pb.FetchRequest], context: Any) -> None:
+        """Answers are written to the call, not yielded: a servicer that yields is
+        wrapped in a generator per layer (the server's interceptors add one
+        each), every answer passing through all of them. Requests still come
+        through the interceptors' checks (`guarded_handlers`)."""
         async for request in requests:
-            yield await self._fetch(request, context)
+            await context.write(await self._fetch(request, context))
 
     async def _fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
         problems = request_problems(
