@@ -4,10 +4,9 @@ Order matters and is the core's: the quorum state and truncations are made
 durable before the next effect runs (so no vote or new-epoch message leaves
 before its epoch is on disk); appends are written at once; flushes run one at
 a time, each covering everything appended before it started (group commit),
-after the round's messages have left, in a worker thread (a single voter's
-small ones on the loop thread, as are a follower's, started within the round
-that appended: `flush_scheduler`); proposals made in one loop
-iteration share a batch. Committed batches are delivered to the registered
+after the round's messages have left, in a worker thread (a single voter's and
+a follower's small ones on the loop thread: `flush_scheduler`); proposals made
+in one loop iteration share a batch. Committed batches are delivered to the registered
 listeners (the controller, which applies them to its image) as the high
 watermark moves; snapshots are written (when a listener asks) and fetched off
 the loop.
@@ -67,7 +66,7 @@ from quorum.server.commit_delivery import ListenerContext, deliver_committed
 from quorum.server.commit_waiters import CommitWaiters
 from quorum.server.driver_snapshots import DriverSnapshots
 from quorum.server.driver_stats import DriverStats, LatencyObserver, NoLatencies
-from quorum.server.effect_order import superseded_state_writes
+from quorum.server.effect_order import commit_last, superseded_state_writes
 from quorum.server.flush_scheduler import FlushScheduler
 from quorum.server.held_fetches import HeldFetches, released_fetch_answer
 from quorum.server.local_snapshots import LocalSnapshots
@@ -306,10 +305,8 @@ class RaftDriver(DriverSnapshots):
     # ------------------------------------------------------------------ events
 
     def receive(self, source: int, message: Message) -> None:
-        """A request or response from a peer, on the loop thread. Its round runs
-        now, not on the loop's next turn: a fetch (or its answer) is the commit's
-        path at every concurrency, and proposals waiting in this turn are sealed
-        with it as they would be a callback later."""
+        """A request or response from a peer, on the loop thread; its round runs
+        now, not a loop turn later (a fetch, or its answer, is the commit's path)."""
         if self._closed:
             return
         if isinstance(message, FetchRequest):
@@ -412,15 +409,9 @@ class RaftDriver(DriverSnapshots):
         assert self._loop is not None
         effects = self.core.poll(self.clock())
         superseded = superseded_state_writes(effects)
-        committed: HighWatermarkChanged | None = None
-        # A round that changes the role keeps the core's order (the listener sees
-        # commits and leader changes as the core made them).
-        defer = not any(isinstance(effect, RoleChanged) for effect in effects)
+        deferred, committed = commit_last(effects)
         for index, effect in enumerate(effects):
-            if index in superseded:
-                continue
-            if defer and isinstance(effect, HighWatermarkChanged):
-                committed = effect  # after the round's messages, see below
+            if index in superseded or index in deferred:
                 continue
             try:
                 self._execute(effect)
@@ -431,16 +422,8 @@ class RaftDriver(DriverSnapshots):
                 # on the failed write leaves the node.
                 self._fatal(f"{type(effect).__name__} failed: {err}")
                 return
-        if committed is not None:
-            # Answers to the fetches this round took leave first (their tasks are
-            # woken first): the next batch reaching the followers is the commit
-            # cycle, while the commit's waiters and the apply are off it. The core
-            # has made every change of the round already, so the outcome is the
-            # same as in the core's order (the high watermark never passes a
-            # truncation, and only grows: the last change covers the others).
-            self._on_committed(committed.high_watermark)
-            if self._closed:
-                return
+        if committed is not None:  # after the round's messages (`commit_last`)
+            self._on_committed(committed)  # a failed apply closes: nothing more starts
         self.flushes.schedule(self._loop)
         self._arm_timer()
 
@@ -576,16 +559,13 @@ class RaftDriver(DriverSnapshots):
     # ------------------------------------------------------------------ flushes
 
     def _sync_off_loop(self) -> bool:
-        """A leader with other voters syncs every flush in a worker (see
-        `flush_scheduler`): its loop goes on taking answers and writes while the
-        disk works, and a majority may commit without its sync. A single voter
-        commits on its own sync alone, and a follower's next fetch waits for its
-        sync: neither has anything else to do meanwhile."""
+        """Only a leader with other voters has work for its loop while the disk
+        syncs (see `flush_scheduler`): answers and writes; a majority may commit
+        without its sync. A follower's next fetch waits for its sync."""
         return self.core.role is Role.LEADER and len(self.core.voters) > 1
 
     def _flush_at_once(self) -> bool:
-        """A follower (or any node not leading) holds no fetches whose answers
-        should leave before its sync: its flush starts within the round."""
+        """Not leading, no held fetches' answers to let out first."""
         return self.core.role is not Role.LEADER
 
     def _flushed(

@@ -1,8 +1,9 @@
-"""Which of a round's effects the driver may skip without changing what is durable."""
+"""Which of a round's effects the driver may skip without changing what is
+durable, and which it may run last without changing any outcome."""
 
 from __future__ import annotations
 
-from quorum.raft.effects import Effect, PersistQuorumState, RoleChanged
+from quorum.raft.effects import Effect, HighWatermarkChanged, PersistQuorumState, RoleChanged
 
 
 def superseded_state_writes(effects: list[Effect]) -> set[int]:
@@ -25,3 +26,26 @@ def superseded_state_writes(effects: list[Effect]) -> set[int]:
         elif not isinstance(effect, RoleChanged):
             pending = None
     return skipped
+
+
+def commit_last(effects: list[Effect]) -> tuple[set[int], int | None]:
+    """Positions of the round's high-watermark changes to run after its other
+    effects, and the high watermark to act on then (None: keep the core's order).
+
+    Answers to the fetches the round took are then woken first: the next batch
+    reaching the followers is the commit cycle, while the commit's waiters and
+    the apply are off it. The core has made every change of the round before
+    the driver runs its effects, and the high watermark only grows and never
+    passes a truncation, so the last change covers the others and resolves the
+    same proposals the same way. A round that changes the role keeps the core's
+    order (the listener sees commits and leader changes as the core made them).
+    """
+    if any(isinstance(effect, RoleChanged) for effect in effects):
+        return set(), None
+    moved = {i for i, effect in enumerate(effects) if isinstance(effect, HighWatermarkChanged)}
+    last = max(moved, default=None)
+    if last is None:
+        return moved, None
+    effect = effects[last]
+    assert isinstance(effect, HighWatermarkChanged)
+    return moved, effect.high_watermark
