@@ -273,6 +273,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--keep-dir", action="store_true")
+    parser.add_argument(
+        "--skip-restart",
+        action="store_true",
+        help="no restart_to_online (bench/fanout_floor.py's side-by-side)",
+    )
     parser.add_argument("--profile-dir", help="py-spy profiles of the active controller here")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
@@ -295,8 +300,9 @@ def main() -> None:
             # Brokers accumulate: each round adds to those still registered.
             run_count(system, root, count, first_id, args)
             first_id += count
-        say("== restart of a fenced broker")
-        restart_to_online(system, root)
+        if not args.skip_restart:
+            say("== restart of a fenced broker")
+            restart_to_online(system, root)
     finally:
         system.stop()
         if not args.keep_dir:
