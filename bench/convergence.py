@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
+import collections
 import contextlib
 import json
 import os
@@ -86,8 +87,20 @@ async def worker(args: argparse.Namespace) -> None:
         if wall_clock_ms() - lag < window["start_ms"]:
             late.append(lag)
 
+    types: collections.Counter[str] = collections.Counter()  # records applied in the window
+
+    def counting(append: Any) -> Any:
+        def counted(batches: Any) -> Any:
+            applied = append(batches)
+            if window["start_ms"] < float("inf"):
+                types.update(x.record_type for x in applied)
+            return applied
+
+        return counted
+
     for a in agents:
         a.stats.on_apply_lag.append(observe)
+        a.cache.append = counting(a.cache.append)  # type: ignore[method-assign]
     tasks = [asyncio.ensure_future(a.run()) for a in agents]
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -100,6 +113,7 @@ async def worker(args: argparse.Namespace) -> None:
             started = time.monotonic()
             window["start_ms"] = wall_clock_ms()
             late.clear()
+            types.clear()
             for a in agents:
                 a.stats.apply_lag_ms.clear()
                 a.stats.fetches = 0
@@ -112,7 +126,7 @@ async def worker(args: argparse.Namespace) -> None:
     fetches = sum(a.stats.fetches for a in agents)
     errors = sum(a.stats.fetch_errors for a in agents)
     print(json.dumps({"lags": lags, "late": late, "fetches": fetches, "fetch_errors": errors,
-                      "seconds": seconds}), flush=True)  # fmt: skip
+                      "types": types, "seconds": seconds}), flush=True)  # fmt: skip
     for task in tasks:
         task.cancel()
     for task in tasks:
@@ -240,8 +254,9 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
          window_max=round(max(window), 2) if window else None, **params)  # fmt: skip
     fetches = sum(r["fetches"] for r in reports)
     errors = sum(r.get("fetch_errors", 0) for r in reports)
+    types = sum((collections.Counter(r.get("types", {})) for r in reports), collections.Counter())
     emit(metric="metadata_fetch_per_s", value=round(fetches / seconds, 1), fetch_errors=errors,
-         **params)  # fmt: skip
+         applied_record_types=dict(types), **params)  # fmt: skip
     emit(metric="controller_cpu_us_per_commit_per_broker",
          value=round(controller_cpu_s / max(changes, 1) / brokers * 1e6, 1),
          controller_cpu_s=round(controller_cpu_s, 2),

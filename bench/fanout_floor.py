@@ -243,7 +243,8 @@ def load() -> list[float]:
 def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     me = [sys.executable, __file__]
-    server = subprocess.Popen([*me, "--serve", str(port), "--rate", str(args.rate)],
+    server = subprocess.Popen([*me, "--serve", str(port), "--rate", str(args.rate),
+                               "--switch-interval", str(args.switch_interval)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     workers = min(args.workers, brokers)
     per = [brokers // workers + (1 if i < brokers % workers else 0) for i in range(workers)]
@@ -290,7 +291,8 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     seconds = max(r["seconds"] for r in reports)
     commits = round(args.seconds * args.rate)
     result = {
-        "system": "floor", "brokers": brokers, "workers": workers, "rate": args.rate,
+        "system": "floor", "switch_interval": args.switch_interval or sys.getswitchinterval(),
+        "brokers": brokers, "workers": workers, "rate": args.rate,
         "commits": commits, "samples": len(lags), "expected_samples": commits * brokers,
         "p50": round(percentile(lags, 0.5), 2), "p99": round(percentile(lags, 0.99), 2),
         "max": round(max(lags), 2), "answers_per_s": round(fetches / seconds, 1),
@@ -332,12 +334,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--systems", default="floor", help="floor, quorum, in this order")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.0,
+        help="the server's sys.setswitchinterval (the controller's: 0.0002)",
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
+        if args.switch_interval:
+            sys.setswitchinterval(args.switch_interval)
         asyncio.run(serve(args.serve, args.rate))
         return
     if args.client:
