@@ -118,6 +118,7 @@ class BrokerAgent:
         self.state_listeners: list[Callable[[State], None]] = []
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
+        self._parked_fetch: asyncio.Task[bpb.MetadataFetchResponse] | None = None
         self._last_ok = time.monotonic()
         self._pending_snapshot: asyncio.Future[None] | None = None
         self._isr_checked_offset = -1
@@ -146,6 +147,8 @@ class BrokerAgent:
 
     def request_stop(self) -> None:
         self.stop_requested.set()
+        if self._parked_fetch is not None:
+            self._parked_fetch.cancel()
 
     def _set_state(self, state: State) -> None:
         if state != self.state:
@@ -331,21 +334,27 @@ class BrokerAgent:
     async def _fetch_or_stop(
         self, request: bpb.MetadataFetchRequest
     ) -> bpb.MetadataFetchResponse | None:
-        """A parked fetch is abandoned when SIGTERM arrives, so STOPPING starts at once."""
-        fetch = asyncio.ensure_future(
-            self.client.metadata_fetch(request, deadline_s=self._request_deadline_s())
-        )
+        """A parked fetch is abandoned when SIGTERM arrives (`request_stop` cancels
+        it), so STOPPING starts at once. One task per fetch and no waiter on the
+        stop event: this runs once per broker per commit."""
+        fetch = self.client.metadata_fetch(request, deadline_s=self._request_deadline_s())
         if self.state == STOPPING:
-            return await fetch  # type: ignore[no-any-return]
-        stop = asyncio.ensure_future(self.stop_requested.wait())
-        done, _ = await asyncio.wait({fetch, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if fetch in done:
-            stop.cancel()
-            return fetch.result()  # type: ignore[no-any-return]
-        fetch.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await fetch
-        return None
+            return await fetch
+        if self.stop_requested.is_set():
+            fetch.close()
+            return None
+        task = self._parked_fetch = asyncio.ensure_future(fetch)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self.stop_requested.is_set() and (me is None or not me.cancelling()):
+                return None  # abandoned by request_stop, not our own cancellation
+            raise
+        finally:
+            self._parked_fetch = None
+            if not task.done():
+                task.cancel()
 
     async def _fetch_failed(self, err: Exception) -> None:
         self.stats.fetch_errors += 1
