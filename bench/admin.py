@@ -20,10 +20,13 @@ without the brokers applying the new topics.
 With `--floor N`, then N empty round trips a round each way (DescribeCluster
 through the broker's Kafka listener, answered there; DescribeCluster straight
 to the controller over gRPC): the forwarding cost at batch 1 cannot go below
-1 - t(gRPC CreateTopics) / (t(gRPC CreateTopics) + t(empty Kafka round trip)).
+1 - t(gRPC CreateTopics) / (t(gRPC CreateTopics) + t(empty Kafka round trip)),
+for created topics and for `validate_only`.
 
 One JSON object per measurement on stdout: path, batch, round, topics/s, and
-per path and batch the mean and the forwarding cost (1 - kafka / grpc).
+per path and batch the mean and the forwarding cost (1 - kafka / grpc), and the
+same from the median request time of each path (`forwarding_cost_median`),
+which a busy machine's stalls move less than the means.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def names(prefix: str, count: int, batch: int) -> list[list[str]]:
 
 
 def kafka_round(
-    cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool
+    cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool, took: list[float]
 ) -> float:
     from confluent_kafka.admin import AdminClient as KafkaAdmin
     from confluent_kafka.admin import NewTopic
@@ -65,11 +68,13 @@ def kafka_round(
     admin.list_topics(timeout=10)  # connected before the clock starts
     started = time.perf_counter()
     for group in names(prefix, count, batch):
+        sent = time.perf_counter()
         futures = admin.create_topics(
             [NewTopic(n, 1, 1) for n in group], operation_timeout=30, validate_only=validate_only
         )
         for future in futures.values():
             future.result()
+        took.append(time.perf_counter() - sent)
     elapsed = time.perf_counter() - started
     for group in names(prefix, count, 100) if not validate_only else []:
         for future in admin.delete_topics(group, operation_timeout=30).values():
@@ -77,13 +82,16 @@ def kafka_round(
     return count / elapsed
 
 
-def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool) -> float:
+def grpc_round(
+    cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool, took: list[float]
+) -> float:
     async def go() -> float:
         client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
         try:
             await client.admin("ListTopics", api.ListTopicsRequest())
             started = time.perf_counter()
             for group in names(prefix, count, batch):
+                sent = time.perf_counter()
                 reply = await client.admin(
                     "CreateTopics",
                     api.CreateTopicsRequest(validate_only=validate_only, topics=[
@@ -91,6 +99,7 @@ def grpc_round(cluster: Cluster, prefix: str, count: int, batch: int, validate_o
                         for n in group
                     ]),
                 )  # fmt: skip
+                took.append(time.perf_counter() - sent)
                 assert all(t.error.error_code == 0 for t in reply.topics), reply
             elapsed = time.perf_counter() - started
             for group in names(prefix, count, 100) if not validate_only else []:
@@ -133,11 +142,12 @@ def empty_grpc_round(cluster: Cluster, count: int) -> float:
     return asyncio.run(go())
 
 
-def floor(cluster: Cluster, count: int, rounds: int, grpc_validate_b1: float | None) -> None:
+def floor(cluster: Cluster, count: int, rounds: int, grpc_b1: dict[bool, float]) -> None:
     """What the hop cannot go below at batch 1: a forwarded request makes the
     same gRPC call as the direct path, plus a Kafka round trip to the broker; an
     empty Kafka round trip (DescribeCluster) over the gRPC CreateTopics time
-    bounds the forwarding cost from below."""
+    bounds the forwarding cost from below, for created topics
+    (`floor_cost_b1_created`) and for `validate_only` (`floor_cost_b1`)."""
     rates: dict[str, list[float]] = {"kafka_empty": [], "grpc_empty": []}
     for round_ in range(rounds):
         for path, run in (("kafka_empty", empty_kafka_round), ("grpc_empty", empty_grpc_round)):
@@ -150,10 +160,12 @@ def floor(cluster: Cluster, count: int, rounds: int, grpc_validate_b1: float | N
         "kafka_empty_ms": round(kafka_ms, 3),
         "grpc_empty_ms": round(grpc_ms, 3),
     }
-    if grpc_validate_b1:
-        create_ms = 1000 / grpc_validate_b1
-        out["grpc_validate_b1_ms"] = round(create_ms, 3)
-        out["floor_cost_b1"] = round(1 - create_ms / (create_ms + kafka_ms), 3)
+    for validate_only, suffix in ((True, ""), (False, "_created")):
+        if grpc_b1.get(validate_only):
+            create_ms = 1000 / grpc_b1[validate_only]
+            name = "grpc_validate_b1_ms" if validate_only else "grpc_created_b1_ms"
+            out[name] = round(create_ms, 3)
+            out[f"floor_cost_b1{suffix}"] = round(1 - create_ms / (create_ms + kafka_ms), 3)
     emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
 
 
@@ -172,30 +184,36 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-admin-") as root,
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
-        grpc_validate_b1 = None
+        grpc_b1: dict[bool, float] = {}  # validate_only -> gRPC topics/s at batch 1
         for validate_only, batch in [(v, b) for v in (False, True) for b in batches]:
             rates: dict[str, list[float]] = {"kafka": [], "grpc": []}
+            took: dict[str, list[float]] = {"kafka": [], "grpc": []}  # seconds per request
             for round_ in range(args.rounds):
                 for path, run in (("kafka", kafka_round), ("grpc", grpc_round)):
                     say(f"batch {batch}, validate_only {validate_only}, round {round_ + 1}: {path}")
                     prefix = f"{path}-{batch}-{round_}"
-                    rate = run(cluster, prefix, args.topics, batch, validate_only)
+                    rate = run(cluster, prefix, args.topics, batch, validate_only, took[path])
                     rates[path].append(rate)
                     emit(path=path, batch=batch, validate_only=validate_only, round=round_ + 1,
                          topics_per_s=round(rate, 1))  # fmt: skip
             kafka, grpc = statistics.mean(rates["kafka"]), statistics.mean(rates["grpc"])
-            if validate_only and batch == 1:
-                grpc_validate_b1 = grpc
+            kafka_ms, grpc_ms = (1000 * statistics.median(took[p]) for p in ("kafka", "grpc"))
+            if batch == 1:
+                grpc_b1[validate_only] = grpc
             emit(
                 batch=batch,
                 validate_only=validate_only,
                 kafka_topics_per_s=round(kafka, 1),
                 grpc_topics_per_s=round(grpc, 1),
                 forwarding_cost=round(1 - kafka / grpc, 3),
+                # per request, the median: steadier than the means on a busy machine
+                kafka_median_ms=round(kafka_ms, 3),
+                grpc_median_ms=round(grpc_ms, 3),
+                forwarding_cost_median=round(1 - grpc_ms / kafka_ms, 3),
                 load_average=[round(x, 1) for x in os.getloadavg()],
             )
         if args.floor:
-            floor(cluster, args.floor, args.rounds, grpc_validate_b1)
+            floor(cluster, args.floor, args.rounds, grpc_b1)
 
 
 if __name__ == "__main__":

@@ -86,6 +86,8 @@ class AgentStats:
     on_apply_lag: list[Callable[[float], None]] = field(default_factory=list)
     on_fetch: list[Callable[[float], None]] = field(default_factory=list)
     on_snapshot_load: list[Callable[[float], None]] = field(default_factory=list)
+    # The image moved (a fetched batch applied, a snapshot loaded): once per move.
+    on_applied: list[Callable[[], None]] = field(default_factory=list)
 
 
 class BrokerAgent:
@@ -140,6 +142,8 @@ class BrokerAgent:
             except Exception:
                 log.exception("broker %d: replica manager failed to apply metadata",
                               self.config.node_id)  # fmt: skip
+        for observe in self.stats.on_applied:
+            observe()
 
     @property
     def image(self) -> MetadataImage:

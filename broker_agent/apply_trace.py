@@ -66,6 +66,7 @@ class ApplyTrace:
         self.cluster_id = cluster_id
         self._file: IO[str] = self.path.open("a", encoding="utf-8")
         self._events: IO[str] = (directory / EVENTS_FILE).open("a", encoding="utf-8")
+        self._type_names: dict[str, str] = {}  # record type -> its JSON string
 
     def event(self, kind: str, time_ms: int, **fields: object) -> None:
         """One lifecycle event or fetch exchange (`kind`), flushed at once."""
@@ -84,30 +85,38 @@ class ApplyTrace:
         exchange: FetchExchange | None = None,
         state: str = "",
     ) -> None:
-        """`commit_times` maps each record's batch base offset to its commit time."""
-        extra: dict[str, object] = {"state": state, **(exchange.fields() if exchange else {})}
+        """`commit_times` maps each record's batch base offset to its commit time.
+
+        The fields every line of one fetch shares are encoded once, and each
+        line's own (all integers but the record type) formatted in front of
+        them: the same bytes as one `json.dumps` per record, which was a third
+        of a broker's metadata apply at 200 records a fetch (issue 36)."""
+        if not applied:
+            return
+        shared = json.dumps(
+            {
+                "receive_time_ms": receive_ms,
+                "apply_time_ms": apply_ms,
+                "clock_offset_ms": offset_ms,
+                "state": state,
+                **(exchange.fields() if exchange else {}),
+            },
+            separators=(",", ":"),
+        )[1:]
+        head = f'{{"broker_id":{self.broker_id:d},"offset":'
+        names = self._type_names
         lines = []
         for a in applied:
+            name = names.get(a.record_type)
+            if name is None:
+                name = names[a.record_type] = json.dumps(a.record_type)
             lines.append(
-                json.dumps(
-                    {
-                        "broker_id": self.broker_id,
-                        "offset": a.offset,
-                        "epoch": a.epoch,
-                        "record_type": a.record_type,
-                        "append_time_ms": a.append_time_ms,
-                        "commit_time_ms": commit_times.get(a.batch_base, 0),
-                        "receive_time_ms": receive_ms,
-                        "apply_time_ms": apply_ms,
-                        "clock_offset_ms": offset_ms,
-                        **extra,
-                    },
-                    separators=(",", ":"),
-                )
+                f'{head}{a.offset:d},"epoch":{a.epoch:d},"record_type":{name},'
+                f'"append_time_ms":{a.append_time_ms:d},'
+                f'"commit_time_ms":{commit_times.get(a.batch_base, 0):d},{shared}'
             )
-        if lines:
-            self._file.write("\n".join(lines) + "\n")
-            self._file.flush()
+        self._file.write("\n".join(lines) + "\n")
+        self._file.flush()
 
     def close(self) -> None:
         self._file.close()

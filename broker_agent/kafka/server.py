@@ -79,7 +79,7 @@ class KafkaServer:
                 config.default_replication_factor,
             ),
         )
-        agent.stats.on_apply_lag.append(lambda _lag_ms: self.forwarder.wake())
+        agent.stats.on_applied.append(self.forwarder.wake)  # once per applied batch
         # As Kafka's broker enables request processing only once it is first
         # unfenced: before that its metadata may be the cache of before a restart,
         # and a client told a stale leader may keep asking it (aiokafka's

@@ -50,7 +50,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,7 +70,7 @@ from broker_agent.partitions.api import (
     LeaderFetchClient,
     ListOffsetsResult,
 )
-from broker_agent.partitions.assignments import MetadataView, PartitionAssignment, view_for_broker
+from broker_agent.partitions.assignments import BrokerView, Key, MetadataView, PartitionAssignment
 from broker_agent.partitions.cleaner_task import CleanerTask
 from broker_agent.partitions.fetch_path import long_poll, read_partition
 from broker_agent.partitions.fetcher import FollowerFetcher
@@ -134,7 +134,12 @@ class ReplicaManager:
             self._join_opened,
             lambda: self._closed,
         )
-        self._view: MetadataView | None = None
+        # What the metadata wants here: replica -> assignment, and hosted topics'
+        # configs; kept current from the image's changes by `_metadata` (images).
+        self._wanted: Mapping[Key, PartitionAssignment] = {}
+        self._topic_configs: Mapping[str, Mapping[str, str]] = {}
+        self._metadata: BrokerView | None = None
+        self._failed_opens: set[Key] = set()  # tried again at the next metadata
         # ISR changes waiting for the AlterPartition in flight (one at a time).
         self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
         self._isr_sender: asyncio.Task[None] | None = None
@@ -182,32 +187,52 @@ class ReplicaManager:
     # ------------------------------------------------------------- metadata
 
     def on_metadata(self, image: MetadataImage, *, open_in_background: bool = False) -> None:
-        """Committed metadata was applied: become leader, follower, create or delete."""
-        self.apply_metadata(
-            view_for_broker(image, self.broker_id), open_in_background=open_in_background
-        )
+        """Committed metadata was applied: become leader, follower, create or delete.
+        Only the replicas the new records touched are looked at (`BrokerView`)."""
+        if self._metadata is None:
+            self._metadata = BrokerView(self.broker_id)
+        changed = self._metadata.update(image)
+        self._wanted, self._topic_configs = self._metadata.partitions, self._metadata.topic_configs
+        self._apply_wanted(changed, open_in_background, open_new=True)
 
     def apply_metadata(self, view: MetadataView, *, open_in_background: bool = False) -> None:
         """`open_in_background`: new replicas' logs are opened in a worker thread
         and join at the latest view then (the agent); else here, before returning."""
-        self._apply_view(view, open_in_background, open_new=True)
+        self._metadata = None  # the next image is looked at whole
+        self._wanted = {(a.topic, a.partition): a for a in view.partitions}
+        self._topic_configs = view.topic_configs
+        self._apply_wanted(None, open_in_background, open_new=True)
 
-    def _apply_view(self, view: MetadataView, open_in_background: bool, *, open_new: bool) -> None:
-        self._view = view
+    def _apply_wanted(
+        self, keys: set[Key] | None, open_in_background: bool, *, open_new: bool
+    ) -> None:
+        """Bring the replicas in `keys` (None: all of them) to what `_wanted` says."""
+        wanted = self._wanted
         now = self.clock()
-        wanted = {(a.topic, a.partition): a for a in view.partitions}
-        for key in [k for k in self.partitions if k not in wanted]:
+        if keys is None:
+            gone = [k for k in self.partitions if k not in wanted]
+            looked_at: Iterable[Key] = list(wanted)
+            self._failed_opens.clear()
+        else:
+            keys |= self._failed_opens
+            self._failed_opens.clear()
+            gone = [k for k in keys if k in self.partitions and k not in wanted]
+            looked_at = [k for k in keys if k in wanted]
+        for key in gone:
             self._delete(key)
         to_open: list[tuple[PartitionAssignment, LogConfig]] = []
-        for key, assignment in wanted.items():
+        for key in looked_at:
+            assignment = wanted[key]
             config = self._log_configs.for_topic(
-                assignment.topic, view.topic_configs.get(assignment.topic, {})
+                assignment.topic, self._topic_configs.get(assignment.topic, {})
             )
             part = self.partitions.get(key)
             if part is None:
                 if open_in_background:
                     if open_new and key not in self._opener.opening:
                         to_open.append((assignment, config))
+                    elif not open_new:
+                        self._failed_opens.add(key)  # not opening now: at the next metadata
                     continue
                 part = self._join(assignment, self._open_log(assignment, config, now))
             elif assignment.leader_epoch < part.leader_epoch or (
@@ -222,7 +247,10 @@ class ReplicaManager:
                 # (and refused as stale) at the next follower fetch.
                 continue
             self._apply_assignment(part, assignment, now)
-        self._log_configs.keep_only(view.topic_configs)
+        if keys is None:
+            self._log_configs.keep_only(self._topic_configs)
+        else:
+            self._log_configs.forget({t for t, _ in gone} - self._topic_configs.keys())
         if to_open:
             self._opener.open(to_open, now)
         if self.fetcher is not None:
@@ -264,10 +292,9 @@ class ReplicaManager:
             "broker %d: opened %d replicas' logs; %d still opening",
             self.broker_id, len(keys), len(self._opener.opening),
         )  # fmt: skip
-        if self._view is not None:
-            # Roles at the newest metadata; deletes a replica that left meanwhile.
-            # A log that failed to open is tried again at the next metadata.
-            self._apply_view(self._view, True, open_new=False)
+        # Roles at the newest metadata; deletes a replica that left meanwhile.
+        # A log that failed to open is tried again at the next metadata.
+        self._apply_wanted(set(keys), True, open_new=False)
 
     def _delete(self, key: tuple[str, int]) -> None:
         part = self.partitions.pop(key)

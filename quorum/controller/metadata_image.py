@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -52,6 +52,17 @@ from snapshots.records import Record
 
 class InconsistentRecordError(MetadataRecordError):
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChanges:
+    """`MetadataImage.topic_changes_since`: topics created or removed (by id),
+    partitions written (topic id, partition id), topics whose configs changed (by
+    name). A removed topic's partitions and configs are covered by its id."""
+
+    topic_ids: set[str]
+    partitions: set[tuple[str, int]]
+    config_topics: set[str]
 
 
 Prepared = tuple[str, int, bytes, PartitionState]
@@ -257,6 +268,41 @@ class MetadataImage:
         replayed on an image that stood at `offset` they give this image. None when
         `offset` is older than this image's change tracking (it began at its
         snapshot): the reader must load a snapshot instead."""
+        keys = self._changed_keys_since(offset)
+        if keys is None:
+            return None
+        removals = [
+            self._removed[k][0] for k in keys if k in self._removed and self._removed[k][1] < offset
+        ]
+        current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
+        return removals + [decode(current[k], -1) for k in sorted(current)]
+
+    def topic_changes_since(self, offset: int) -> TopicChanges | None:
+        """What changed at `offset` or later for the topics, from the change log
+        (costs what changed, not the image): a broker's replica manager applies
+        only that instead of every partition it hosts. None when `offset` is
+        older than this image's change tracking (a snapshot was loaded since):
+        the reader must look at the whole image."""
+        keys = self._changed_keys_since(offset)
+        if keys is None:
+            return None
+        changes = TopicChanges(set(), set(), set())
+        for key in keys:
+            kind, rest = key[:3], key[3:]
+            if kind == b"21/":
+                topic_id, _, partition_id = rest.decode().rpartition("/")
+                changes.partitions.add((topic_id, int(partition_id)))
+            elif kind == b"20/":
+                changes.topic_ids.add(rest.decode())
+            elif kind == b"30/":
+                resource_type, resource_name, _ = split_config_key(rest)
+                if resource_type == md.CONFIG_RESOURCE_TOPIC:
+                    changes.config_topics.add(resource_name)
+        return changes
+
+    def _changed_keys_since(self, offset: int) -> list[bytes] | None:
+        """The keys changed at `offset` or later, newest first; None when `offset`
+        is older than the change tracking."""
         if offset < self._tracked_from:
             return None
         keys: list[bytes] = []
@@ -264,11 +310,7 @@ class MetadataImage:
             if at < offset:
                 break
             keys.append(key)
-        removals = [
-            self._removed[k][0] for k in keys if k in self._removed and self._removed[k][1] < offset
-        ]
-        current = dict(self.snapshot_records_for(k for k in keys if k not in self._removed))
-        return removals + [decode(current[k], -1) for k in sorted(current)]
+        return keys
 
     def forget_changes_before(self, offset: int) -> None:
         """A snapshot now covers everything before `offset`, and a reader older

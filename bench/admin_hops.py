@@ -1,0 +1,182 @@
+"""One CreateTopics of one topic, hop by hop: where the time of a create forwarded
+by a broker goes, beside the same create sent straight to the controller.
+
+The cluster of `bench/admin.py` (three controllers, three brokers), started with
+`bench/admin_hops_trace` on `PYTHONPATH` and ADMIN_HOPS_DIR set, so each broker and
+controller timestamps the steps a create passes (`sitecustomize.py` there). The
+bench times each create from the client; after the cluster stops, the events that
+fall inside each create's window give, per create: librdkafka to the broker's
+listener, the broker to its forwarded gRPC call, that call to the controller's
+handler, the handler, the reply back, the answer written, and back to the
+client's future; and for the direct path, the client to the handler, the
+handler, and back. Medians in ms, one JSON object per path and mode, then the
+share of forwarded creates whose reply came while the forwarding broker was
+applying metadata, and each broker's median apply.
+
+    .venv/bin/python bench/admin_hops.py [--creates 200 --rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
+
+from report import emit, say
+
+from quorum.admin_client import AdminClient
+from quorum.gen import admin_pb2 as api
+from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers
+
+Window = tuple[str, bool, int, int]  # path, validate_only, start ns, end ns
+TRACE = Path(__file__).resolve().parent / "admin_hops_trace"
+
+
+def kafka_creates(cluster: Cluster, prefix: str, n: int, validate_only: bool) -> list[Window]:
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+    from confluent_kafka.admin import NewTopic
+
+    admin = KafkaAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[101].port}"})
+    admin.list_topics(timeout=10)
+    windows = []
+    for i in range(n):
+        start = time.time_ns()
+        for future in admin.create_topics(
+            [NewTopic(f"{prefix}-{i}", 1, 1)], operation_timeout=30, validate_only=validate_only
+        ).values():
+            future.result()
+        windows.append(("kafka", validate_only, start, time.time_ns()))
+    if not validate_only:
+        for future in admin.delete_topics([f"{prefix}-{i}" for i in range(n)]).values():
+            future.result()
+    return windows
+
+
+def grpc_creates(cluster: Cluster, prefix: str, n: int, validate_only: bool) -> list[Window]:
+    async def go() -> list[Window]:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        windows = []
+        try:
+            await client.admin("ListTopics", api.ListTopicsRequest())
+            for i in range(n):
+                start = time.time_ns()
+                topic = api.CreatableTopic(
+                    name=f"{prefix}-{i}", num_partitions=1, replication_factor=1
+                )
+                request = api.CreateTopicsRequest(validate_only=validate_only, topics=[topic])
+                await client.admin("CreateTopics", request)
+                windows.append(("grpc", validate_only, start, time.time_ns()))
+            if not validate_only:
+                names = [f"{prefix}-{i}" for i in range(n)]
+                await client.admin("DeleteTopics", api.DeleteTopicsRequest(names=names))
+        finally:
+            await client.close()
+        return windows
+
+    return asyncio.run(go())
+
+
+def read_events(directory: Path) -> dict[str, list[tuple[int, str]]]:
+    events = {}
+    for path in directory.glob("*.tsv"):
+        rows = [line.split("\t") for line in path.read_text().splitlines()]
+        events[path.stem] = sorted((int(t), label) for t, label in rows)
+    return events
+
+
+def first(rows: list[tuple[int, str]], label: str) -> int | None:
+    return next((t for t, lab in rows if lab == label), None)
+
+
+def last(rows: list[tuple[int, str]], label: str) -> int | None:
+    return next((t for t, lab in reversed(rows) if lab == label), None)
+
+
+def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> None:
+    controllers = sorted(e for k, v in events.items() if k.startswith("quorum") for e in v)
+    brokers = {k: v for k, v in events.items() if k.startswith("broker")}
+    for path, validate_only in (("kafka", False), ("grpc", False), ("kafka", True), ("grpc", True)):
+        steps: dict[str, list[float]] = {}
+        overlapped = counted = 0
+
+        def add(name: str, a: int | None, b: int | None, steps: dict = steps) -> None:
+            if a is not None and b is not None:
+                steps.setdefault(name, []).append((b - a) / 1e6)
+
+        for p, v, start, end in windows:
+            if (p, v) != (path, validate_only):
+                continue
+            inside = [e for e in controllers if start <= e[0] <= end]
+            handler_in, handler_out = first(inside, "controller>"), last(inside, "controller<")
+            add("whole create", start, end)
+            add("controller handler (commit included)", handler_in, handler_out)
+            if path == "grpc":
+                add("client -> controller handler", start, handler_in)
+                add("controller handler -> client", handler_out, end)
+                continue
+            for rows in brokers.values():
+                mine = [e for e in rows if start <= e[0] <= end]
+                call, reply = first(mine, "forward>"), last(mine, "forward<")
+                if call is None:
+                    continue
+                listen_in, listen_out = first(mine, "listen>"), last(mine, "listen<")
+                add("librdkafka -> broker's listener", start, listen_in)
+                add("broker: decode, request -> forwarded call", listen_in, call)
+                add("forwarded call -> controller handler", call, handler_in)
+                add("controller handler -> reply at the broker", handler_out, reply)
+                add("broker: answer written", reply, listen_out)
+                add("answer -> librdkafka's future", listen_out, end)
+                if handler_out is not None and reply is not None:
+                    counted += 1
+                    applies = [t for t, lab in mine if lab in ("apply>", "apply<")]
+                    spans = zip(applies[::2], applies[1::2], strict=False)
+                    overlapped += any(a < reply and b > handler_out for a, b in spans)
+        medians = {k: round(statistics.median(v), 3) for k, v in steps.items()}
+        extra = {"reply_during_apply": round(overlapped / counted, 2)} if counted else {}
+        emit(path=path, validate_only=validate_only, creates=len(steps.get("whole create", [])),
+             median_ms=medians, **extra)  # fmt: skip
+    for name, rows in sorted(brokers.items()):
+        starts = [t for t, lab in rows if lab == "apply>"]
+        ends = [t for t, lab in rows if lab == "apply<"]
+        took = [(b - a) / 1e6 for a, b in zip(starts, ends, strict=False) if b >= a]
+        if took:
+            emit(broker_process=name, applies=len(took),
+                 apply_median_ms=round(statistics.median(took), 3))  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--creates", type=int, default=200, help="per path, mode and round")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-admin-hops-") as root:
+        out = Path(root) / "events"
+        out.mkdir()
+        os.environ["ADMIN_HOPS_DIR"] = str(out)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(TRACE), os.environ.get("PYTHONPATH")) if p
+        )
+        windows: list[Window] = []
+        with cluster_with_online_brokers(Path(root) / "cluster", 101, 102, 103) as cluster:
+            for round_ in range(args.rounds):
+                for validate_only in (False, True):
+                    for path, run in (("kafka", kafka_creates), ("grpc", grpc_creates)):
+                        say(f"round {round_ + 1}, validate_only {validate_only}: {path}")
+                        prefix = f"{path}-{int(validate_only)}-{round_}"
+                        windows += run(cluster, prefix, args.creates, validate_only)
+            load = [round(x, 1) for x in os.getloadavg()]
+        hops(windows, read_events(out))
+        emit(load_average=load)
+
+
+if __name__ == "__main__":
+    main()
