@@ -27,6 +27,7 @@ given), and prints a `fanout_floor_vs_quorum` line with both p99s side by side.
 
     .venv/bin/python bench/fanout_floor.py [--brokers 200,500 --seconds 15 --rate 20]
     .venv/bin/python bench/fanout_floor.py --brokers 200,500 --systems floor,quorum
+    .venv/bin/python bench/fanout_floor.py --brokers 200,500 --answers write  # vs yield
 """
 
 from __future__ import annotations
@@ -111,13 +112,14 @@ class FloorLog:
 
 
 class FloorServicer(BrokerLifecycleServicer):
-    """Only MetadataFetchStream: park until a commit, answer, repeat."""
+    """Only MetadataFetchStream: park until a commit, answer, repeat. Answers are
+    yielded, as the controller's are (`--answers write`: `WritingFloorServicer`)."""
 
     def __init__(self, log: FloorLog) -> None:
         self._log = log
 
-    async def MetadataFetchStream(
-        self, requests: AsyncIterator[bpb.MetadataFetchRequest], context: Any
+    async def _answers(
+        self, requests: AsyncIterator[bpb.MetadataFetchRequest]
     ) -> AsyncIterator[bytes]:
         log = self._log
         async for request in requests:
@@ -130,12 +132,31 @@ class FloorServicer(BrokerLifecycleServicer):
             )  # fmt: skip
             yield log.shared(request.fetch_offset) + own.SerializeToString()
 
+    async def MetadataFetchStream(
+        self, requests: AsyncIterator[bpb.MetadataFetchRequest], context: Any
+    ) -> AsyncIterator[bytes]:
+        async for answer in self._answers(requests):
+            yield answer
 
-async def serve(port: int, rate: float) -> None:
+
+class WritingFloorServicer(FloorServicer):
+    """`--answers write`: the same answers written to the call (`context.write`),
+    not passed up through the interceptors' generators (what FetchStream and
+    WriteStream do since 6888c0f)."""
+
+    async def MetadataFetchStream(  # type: ignore[override]
+        self, requests: AsyncIterator[bpb.MetadataFetchRequest], context: Any
+    ) -> None:
+        async for answer in self._answers(requests):
+            await context.write(answer)
+
+
+async def serve(port: int, rate: float, answers: str) -> None:
     """Commits `rate` per second for the seconds a `start SECONDS` line asks."""
     log = FloorLog()
     server = new_server()
-    add_broker_lifecycle(FloorServicer(log), server)
+    servicer = WritingFloorServicer(log) if answers == "write" else FloorServicer(log)
+    add_broker_lifecycle(servicer, server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     idle = asyncio.ensure_future(wake_idle(log))
@@ -244,7 +265,8 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     me = [sys.executable, __file__]
     server = subprocess.Popen([*me, "--serve", str(port), "--rate", str(args.rate),
-                               "--switch-interval", str(args.switch_interval)],
+                               "--switch-interval", str(args.switch_interval),
+                               "--answers", args.answers],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     workers = min(args.workers, brokers)
     per = [brokers // workers + (1 if i < brokers % workers else 0) for i in range(workers)]
@@ -291,7 +313,8 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     seconds = max(r["seconds"] for r in reports)
     commits = round(args.seconds * args.rate)
     result = {
-        "system": "floor", "switch_interval": args.switch_interval or sys.getswitchinterval(),
+        "system": "floor", "answers": args.answers,
+        "switch_interval": args.switch_interval or sys.getswitchinterval(),
         "brokers": brokers, "workers": workers, "rate": args.rate,
         "commits": commits, "samples": len(lags), "expected_samples": commits * brokers,
         "p50": round(percentile(lags, 0.5), 2), "p99": round(percentile(lags, 0.99), 2),
@@ -340,6 +363,12 @@ def main() -> None:
         default=0.0,
         help="the server's sys.setswitchinterval (the controller's: 0.0002)",
     )
+    parser.add_argument(
+        "--answers",
+        choices=("yield", "write"),
+        default="yield",
+        help="the server yields its answers (as the controller does) or writes them to the call",
+    )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
@@ -348,7 +377,7 @@ def main() -> None:
     if args.serve:
         if args.switch_interval:
             sys.setswitchinterval(args.switch_interval)
-        asyncio.run(serve(args.serve, args.rate))
+        asyncio.run(serve(args.serve, args.rate, args.answers))
         return
     if args.client:
         asyncio.run(clients(args.client, args.first_id, args.count))

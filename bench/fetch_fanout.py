@@ -5,10 +5,12 @@ cost and the agents' CPU dominate and a loaded machine blurs the rest. This
 bench runs the `QuorumController` in-process over an in-memory Raft client that
 commits at once: `--brokers` caught-up fetches are parked, one record commits,
 every parked fetch is answered and its answer encoded to the bytes gRPC would
-send. It reports the process CPU per answer (heartbeat, park, wake, batches,
-encoding): the part of the fan-out that the controller's code decides.
+send. It reports the process CPU per answer from the commit on (wake, batches,
+encoding); with `--whole`, from before the fetches arrive (their checks and
+heartbeats, the park) to the answers: the part of the fan-out that the
+controller's code decides.
 
-    .venv/bin/python bench/fetch_fanout.py [--brokers 200 --commits 200 --partitions 0]
+    .venv/bin/python bench/fetch_fanout.py [--brokers 200 --commits 200 --partitions 0 --whole]
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ async def commit(c: QuorumController, i: int, partitions: int) -> None:
     assert reply.topics[0].error.error_code == 0, reply
 
 
-async def run(brokers: int, commits: int, partitions: int) -> float:
+async def run(brokers: int, commits: int, partitions: int, whole: bool = False) -> float:
     raft = InstantRaft()
     c = QuorumController(raft, MetadataImage(), "cluster-a", {1: "a:1"})
     epochs = {b: (await c.register_broker(registration(b))).broker_epoch for b in range(brokers)}
@@ -120,9 +122,12 @@ async def run(brokers: int, commits: int, partitions: int) -> float:
         await answer(c, fetch(b))
     spent = 0.0
     for i in range(commits):
+        if whole:
+            started = time.process_time()
         parked = [asyncio.ensure_future(answer(c, fetch(b))) for b in range(brokers)]
         await asyncio.sleep(0)  # every fetch parks
-        started = time.process_time()
+        if not whole:
+            started = time.process_time()
         await commit(c, i, partitions)
         await asyncio.gather(*parked)
         spent += time.process_time() - started
@@ -134,11 +139,16 @@ def main() -> None:
     parser.add_argument("--brokers", default="50,200,500")
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--partitions", type=int, default=0, help="0: one record per commit")
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="count each fetch's first half too (checks, heartbeat, park), not only the answer",
+    )
     args = parser.parse_args()
     for brokers in (int(b) for b in args.brokers.split(",")):
-        us = asyncio.run(run(brokers, args.commits, args.partitions))
+        us = asyncio.run(run(brokers, args.commits, args.partitions, args.whole))
         emit(metric="controller_cpu_us_per_answer", value=round(us, 1), brokers=brokers,
-             commits=args.commits, partitions=args.partitions,
+             commits=args.commits, partitions=args.partitions, whole=args.whole,
              load_average=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
 
 

@@ -307,15 +307,17 @@ class BrokerAgent:
             observe(seconds)
         self._last_ok = time.monotonic()
         self.stats.high_watermark = response.high_watermark
-        exchange = FetchExchange(
-            request.broker_send_time_ms,
-            response.controller_receive_time_ms,
-            response.controller_send_time_ms,
-            received_ms,
-            response.controller_id,
-        )
-        self._event("fetch", **exchange.fields(), high_watermark=response.high_watermark,
-                    records=sum(len(b.records) for b in response.batches))  # fmt: skip
+        exchange: FetchExchange | None = None
+        if self.trace is not None:  # built only for the trace: this runs per broker per commit
+            exchange = FetchExchange(
+                request.broker_send_time_ms,
+                response.controller_receive_time_ms,
+                response.controller_send_time_ms,
+                received_ms,
+                response.controller_id,
+            )
+            self._event("fetch", **exchange.fields(), high_watermark=response.high_watermark,
+                        records=sum(len(b.records) for b in response.batches))  # fmt: skip
         if response.HasField("load_snapshot"):
             try:
                 await self._load_snapshot(response.load_snapshot)
@@ -333,6 +335,8 @@ class BrokerAgent:
                 received_ms,
             )
             await self._apply(response, received_ms, offset, exchange)
+        else:
+            self.cache.write_if_due()  # what the last fetches brought reaches the file
         return response
 
     async def _fetch_or_stop(
