@@ -335,8 +335,6 @@ class BrokerAgent:
                 received_ms,
             )
             await self._apply(response, received_ms, offset, exchange)
-        else:
-            self.cache.write_if_due()  # what the last fetches brought reaches the file
         return response
 
     async def _fetch_or_stop(

@@ -14,16 +14,6 @@ checksums find the torn end). At 200 brokers and 20 commits a second the
 fsyncs were 4,000 a second, the disk's whole budget. The cache is flushed on a
 clean shutdown.
 
-Nor one write per fetch: a caught-up broker fetches once per commit, one small
-batch each, and the log's write of it (encode, lock, `writev`) was a fifth of
-the agent's own CPU per fetch. Fetched batches are checked at once (contiguous,
-not empty, epochs not going back: what the log would refuse) and applied, and
-reach the log file `WRITE_EVERY_BATCHES` at a time, or once the oldest has waited
-`WRITE_EVERY_MS` (checked at every fetch's answer, one with no batches too), and
-before any snapshot, flush or close. So a clean shutdown
-keeps everything, as before; a killed process loses, besides what an OS crash
-would, the batches not yet written, which the restart fetches again.
-
 A damaged cache (a bad checksum, a missing segment, a snapshot that does not
 match its manifest) stops the agent with the file and offset named; the operator
 may restart it with `--rebuild-metadata-cache` to drop the cache and fetch
@@ -33,7 +23,6 @@ everything again from the controllers.
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +38,6 @@ from snapshots.store import FileSnapshotStore
 LOG_DIR = "__cluster_metadata-0"
 SNAPSHOT_DIR = "snapshots"
 RETAIN_SNAPSHOTS = 2
-WRITE_EVERY_BATCHES = 32
-WRITE_EVERY_MS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +67,6 @@ class MetadataCache:
             self.trigger = SnapshotTrigger(policy, now_ms)
             self._covered_bytes = 0  # counted when the snapshot being written was captured
             self.last_epoch = -1
-            self._unwritten: list[Batch] = []  # applied, not yet in the log file
-            self._unwritten_since = 0.0
             latest = self.snapshots.latest()
             # Kept here, not listed from the directory on every fetch.
             self.snapshot_end_offset = latest.end_offset if latest else 0
@@ -110,53 +95,15 @@ class MetadataCache:
         return self.image.applied_offset
 
     def append(self, batches: Sequence[Batch]) -> list[Applied]:
-        """Check and apply committed batches, and store them (written to the log
-        file in groups, unflushed); `flush` makes them durable."""
-        if not batches:
-            return []
-        self._check(batches)
-        unwritten = self._unwritten
-        if not unwritten:
-            self._unwritten_since = time.monotonic()
-        unwritten.extend(batches)
+        """Store (unflushed) and apply committed batches; `flush` makes them durable."""
+        self.log.append(batches)
         applied: list[Applied] = []
         for batch in batches:
             applied.extend(self._apply(batch))
-        if len(unwritten) >= WRITE_EVERY_BATCHES:
-            self.write()
-        else:
-            self.write_if_due()
         return applied
-
-    def write_if_due(self) -> None:
-        """Write the batches not yet in the log file once the oldest has waited
-        `WRITE_EVERY_MS` (the agent also asks after a fetch that brought none,
-        so a quiet cluster's last batches do not wait for the next commit)."""
-        if self._unwritten and (time.monotonic() - self._unwritten_since) * 1000 >= WRITE_EVERY_MS:
-            self.write()
-
-    def _check(self, batches: Sequence[Batch]) -> None:
-        """What the log would refuse, found before anything is applied."""
-        expected = self.image.applied_offset
-        last_epoch = self.last_epoch
-        for batch in batches:
-            if batch.base_offset != expected:
-                raise ValueError(f"append at {batch.base_offset}, log end is {expected}")
-            if not batch.records:
-                raise ValueError(f"batch at {batch.base_offset} has no records")
-            if batch.epoch < last_epoch:
-                raise ValueError(f"batch epoch {batch.epoch} is below the last epoch {last_epoch}")
-            expected, last_epoch = batch.next_offset, batch.epoch
-
-    def write(self) -> None:
-        """The applied batches not yet in the log file go there (unflushed)."""
-        if self._unwritten:
-            batches, self._unwritten = self._unwritten, []
-            self.log.append(batches)
 
     def flush(self) -> None:
         """Blocking: one fsync for everything appended so far."""
-        self.write()
         self.log.flush(self.log.end_offset)
 
     def _apply(self, batch: Batch) -> list[Applied]:
@@ -184,7 +131,6 @@ class MetadataCache:
         return SnapshotId(end, self.last_epoch)
 
     def capture(self) -> Iterable[Record]:
-        self.write()  # the log must reach the snapshot's end before its start moves there
         self._covered_bytes = self.trigger.new_record_bytes
         return self.image.snapshot_records()
 
@@ -200,7 +146,6 @@ class MetadataCache:
 
     def install(self, snapshot_id: SnapshotId) -> None:
         """A snapshot received from the controller is published: start over from it."""
-        self._unwritten = []  # the image they were applied to is replaced too
         self.log.reset_to_snapshot(snapshot_id)
         self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
         self.last_epoch = snapshot_id.epoch
