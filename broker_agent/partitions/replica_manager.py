@@ -59,7 +59,6 @@ from kio.schema.errors import ErrorCode
 from broker_agent.partitions.api import (
     CONSUMER_REPLICA_ID,
     NO_LEADER_EPOCH,
-    REFUSED,
     AppendResult,
     EpochEndOffsetResult,
     FetchPartition,
@@ -74,6 +73,7 @@ from broker_agent.partitions.assignments import BrokerView, Key, MetadataView, P
 from broker_agent.partitions.cleaner_task import CleanerTask
 from broker_agent.partitions.fetch_path import long_poll, read_partition
 from broker_agent.partitions.fetcher import FollowerFetcher
+from broker_agent.partitions.isr_sender import IsrChangeSender
 from broker_agent.partitions.log_deleter import LogDeleter
 from broker_agent.partitions.log_opener import BackgroundOpener, OpenedLog
 from broker_agent.partitions.offset_lookups import epoch_end_offset, offset_at
@@ -93,9 +93,6 @@ SEQUENCE_ERRORS = {
     SequenceCheck.OUT_OF_ORDER: ErrorCode.out_of_order_sequence_number,
     SequenceCheck.INVALID_EPOCH: ErrorCode.invalid_producer_epoch,
 }
-# Partitions per AlterPartition: well below the controllers' default
-# `controller.max.partitions.per.request` (10,000); more wait for the next one.
-ISR_CHANGES_PER_REQUEST = 1_000
 
 
 def wall_clock_ms() -> int:
@@ -117,7 +114,6 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
         self.config = config or ReplicaConfig()
-        self.isr_changer = isr_changer
         self.clock = clock
         self.truncation_mode = truncation_mode
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -140,9 +136,13 @@ class ReplicaManager:
         self._topic_configs: Mapping[str, Mapping[str, str]] = {}
         self._metadata: BrokerView | None = None
         self._failed_opens: set[Key] = set()  # tried again at the next metadata
-        # ISR changes waiting for the AlterPartition in flight (one at a time).
-        self._isr_queue: list[tuple[Partition, IsrChangeRequest]] = []
-        self._isr_sender: asyncio.Task[None] | None = None
+        self._isr_sender = (
+            IsrChangeSender(
+                broker_id, isr_changer, self._settle_isr_change, self._tasks, lambda: self._closed
+            )
+            if isr_changer is not None
+            else None
+        )
         self.cleaner = CleanerTask(self, self.config.cleaner)
         self._log_configs = LogConfigs(self.config.log, self.config.message_max_bytes)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -491,49 +491,15 @@ class ReplicaManager:
     # ------------------------------------------------------------------- ISR
 
     def _request_isr_change(self, part: Partition, change: rules.IsrChange) -> None:
-        if self.isr_changer is None or part.isr_change_in_flight is not None:
+        if self._isr_sender is None or part.isr_change_in_flight is not None:
             assert part.leader_state is not None
-            if self.isr_changer is None:
+            if self._isr_sender is None:
                 part.leader_state = rules.isr_change_failed(part.leader_state)
             return
-        request = IsrChangeRequest(
+        self._isr_sender.send(part, IsrChangeRequest(
             part.topic, part.assignment.topic_id, part.partition,
             change.leader_epoch, change.partition_epoch, change.new_isr,
-        )  # fmt: skip
-        part.isr_change_in_flight = request
-        self._isr_queue.append((part, request))
-        if self._isr_sender is None or self._isr_sender.done():
-            task = asyncio.get_running_loop().create_task(self._send_isr_changes())
-            self._isr_sender = task
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _send_isr_changes(self) -> None:
-        """One AlterPartition at a time, carrying every change queued meanwhile
-        (Kafka's AlterPartitionManager does the same): a follower that restarts
-        with 1,000 replicas catches up on all of them within a few fetches, and
-        one request per partition cost the controller one commit each."""
-        assert self.isr_changer is not None
-        while self._isr_queue and not self._closed:
-            await asyncio.sleep(0)  # the rest of this fetch answer's / tick's changes
-            batch = self._isr_queue[:ISR_CHANGES_PER_REQUEST]
-            del self._isr_queue[: len(batch)]
-            try:
-                results = await self.isr_changer.alter_partitions(
-                    self.broker_id, [request for _, request in batch]
-                )
-            except Exception as exc:
-                log.info("broker %d: AlterPartition failed: %s", self.broker_id, exc)
-                results = [REFUSED] * len(batch)
-            log.info(
-                "broker %d: AlterPartition of %d partitions: %d accepted",
-                self.broker_id, len(batch), sum(r.accepted for r in results),
-            )  # fmt: skip
-            for (part, request), result in zip(batch, results, strict=True):
-                if part.isr_change_in_flight is not request:
-                    continue  # newer metadata settled it meanwhile
-                part.isr_change_in_flight = None
-                self._settle_isr_change(part, result)
+        ))  # fmt: skip
 
     def _settle_isr_change(self, part: Partition, result: IsrChangeResult) -> None:
         """Kafka's leader takes the ISR and partition epoch from the answer (as

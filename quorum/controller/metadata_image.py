@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -46,23 +46,13 @@ from quorum.controller.image_records import (
     topic_record,
 )
 from quorum.controller.record_codec import RECORD_VERSION, MetadataRecordError, decode, encode, wrap
+from quorum.controller.topic_changes import TopicChanges, topic_changes
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
 
 
 class InconsistentRecordError(MetadataRecordError):
     pass
-
-
-@dataclass(frozen=True, slots=True)
-class TopicChanges:
-    """`MetadataImage.topic_changes_since`: topics created or removed (by id),
-    partitions written (topic id, partition id), topics whose configs changed (by
-    name). A removed topic's partitions and configs are covered by its id."""
-
-    topic_ids: set[str]
-    partitions: set[tuple[str, int]]
-    config_topics: set[str]
 
 
 Prepared = tuple[str, int, bytes, PartitionState]
@@ -286,19 +276,7 @@ class MetadataImage:
         keys = self._changed_keys_since(offset)
         if keys is None:
             return None
-        changes = TopicChanges(set(), set(), set())
-        for key in keys:
-            kind, rest = key[:3], key[3:]
-            if kind == b"21/":
-                topic_id, _, partition_id = rest.decode().rpartition("/")
-                changes.partitions.add((topic_id, int(partition_id)))
-            elif kind == b"20/":
-                changes.topic_ids.add(rest.decode())
-            elif kind == b"30/":
-                resource_type, resource_name, _ = split_config_key(rest)
-                if resource_type == md.CONFIG_RESOURCE_TOPIC:
-                    changes.config_topics.add(resource_name)
-        return changes
+        return topic_changes(keys)
 
     def _changed_keys_since(self, offset: int) -> list[bytes] | None:
         """The keys changed at `offset` or later, newest first; None when `offset`
