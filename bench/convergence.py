@@ -64,7 +64,10 @@ async def worker(args: argparse.Namespace) -> None:
     from broker_agent.agent import BrokerAgent
     from broker_agent.config import parse_broker_config
     from broker_agent.main import open_cache
+    from quorum.common import process
     from quorum.common.clocks import wall_clock_ms
+
+    process.tune_collector()  # as a broker process does
 
     agents = []
     for broker_id in range(args.first_id, args.first_id + args.count):

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except SwitchError as err:
         return process.cannot_start(PROG, err)
     process.configure_logging(config.log_level, f"broker {config.node_id}")
+    process.tune_collector()
     if truncation is not TruncationMode.LEADER_EPOCH:
         log.warning(
             "test-only %s truncation: this broker can lose acknowledged records", truncation.value

@@ -19,7 +19,6 @@ Data layout under `metadata.log.dir` (Kafka's names where Kafka has them):
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 from pathlib import Path
@@ -71,7 +70,6 @@ EXIT_STARTUP = process.EXIT_STARTUP
 EXIT_FOREIGN_CLUSTER = 3
 EXIT_STORAGE_FAILED = 4
 EXIT_APPLY_FAILED = 5
-GC_THRESHOLDS = (100_000, 50, 100)
 SWITCH_INTERVAL_S = 0.0002
 
 
@@ -299,10 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     # interval a finished fsync can wait that long for the loop to let go of the
     # GIL, which would put 5 ms on every commit.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    # The image is millions of long-lived objects; with the default 700-allocation
-    # young generation the collector keeps re-examining them while a large write
-    # is built and applied (15% of that time with a million partitions).
-    gc.set_threshold(*GC_THRESHOLDS)
+    process.tune_collector()
     return asyncio.run(_start_and_run(config))
 
 
