@@ -16,10 +16,9 @@ from typing import Any
 import pytest
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import parse_broker_config
 from broker_agent.metadata_cache import MetadataCache
 from quorum.gen import broker_pb2 as bpb
-from snapshots.policy import SnapshotPolicy
+from tests.broker_agent.scripted_agent import scripted_agent
 
 ME = 10
 
@@ -53,14 +52,7 @@ class ParkingController:
 
 
 def new_agent(tmp_path: Path, controller: ParkingController) -> tuple[BrokerAgent, MetadataCache]:
-    cache = MetadataCache(tmp_path / "meta", SnapshotPolicy(1 << 30, 3_600_000), 1 << 20, 0)
-    config = parse_broker_config({
-        "node.id": str(ME), "process.roles": "broker",
-        "controller.quorum.voters": "1@127.0.0.1:9",
-        "listeners": "PLAINTEXT://127.0.0.1:9092", "metadata.log.dir": str(tmp_path / "meta"),
-    })  # fmt: skip
-    agent = BrokerAgent(config, "cluster", cache, None, controller)  # type: ignore[arg-type]
-    return agent, cache
+    return scripted_agent(tmp_path, ME, controller)
 
 
 def test_a_stop_request_abandons_the_parked_fetch_and_shuts_down(tmp_path: Path) -> None:

@@ -18,13 +18,11 @@ from typing import Any
 import grpc
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import parse_broker_config
-from broker_agent.metadata_cache import MetadataCache
 from quorum.admin_client import AdminError, NoControllerError
 from quorum.controller.api_errors import ApiError
 from quorum.gen import broker_pb2 as bpb
 from quorum.rpc.wire_errors import WireError
-from snapshots.policy import SnapshotPolicy
+from tests.broker_agent.scripted_agent import scripted_agent
 
 ME = 10
 
@@ -63,24 +61,19 @@ class SnapshotFailingController:
 
 
 def run_agent(tmp_path: Path, failure: Exception) -> tuple[int, BrokerAgent, int]:
-    cache = MetadataCache(tmp_path / "meta", SnapshotPolicy(1 << 30, 3_600_000), 1 << 20, 0)
-    config = parse_broker_config({
-        "node.id": str(ME), "process.roles": "broker",
-        "controller.quorum.voters": "1@127.0.0.1:9",
-        "listeners": "PLAINTEXT://127.0.0.1:9092", "metadata.log.dir": str(tmp_path / "meta"),
-    })  # fmt: skip
     box: list[BrokerAgent] = []
     controller = SnapshotFailingController(box, failure)
 
     async def go() -> tuple[int, BrokerAgent]:
-        agent = BrokerAgent(config, "cluster", cache, None, controller)  # type: ignore[arg-type]
+        agent, _ = scripted_agent(tmp_path, ME, controller)
         box.append(agent)
         return await agent.run(), agent
 
     try:
         code, agent = asyncio.run(go())
     finally:
-        cache.close()
+        for made in box:
+            made.cache.close()
     return code, agent, controller.chunk_requests
 
 

@@ -131,23 +131,33 @@ def test_a_failed_fsync_stops_the_node_and_commits_nothing(tmp_path: Path, size:
     asyncio.run(scenario())
 
 
+def one_small_flush_scheduled(
+    tmp_path: Path, *, off_loop: bool, at_once: bool
+) -> tuple[WatchedLog, FlushScheduler, list[tuple[int, BaseException | None]]]:
+    """A log with one small batch appended, its flush requested and scheduled on
+    the running loop; `done` collects the scheduler's reports."""
+    log = WatchedLog(tmp_path)
+    done: list[tuple[int, BaseException | None]] = []
+    scheduler = FlushScheduler(
+        log,
+        contextlib.nullcontext,
+        lambda: False,
+        lambda flush, end, error, started: done.append((end, error)),
+        sync_off_loop=lambda: off_loop,
+        at_once=lambda: at_once,
+    )
+    log.append([Batch(0, 1, (b"x" * 100,), 0)])
+    scheduler.request(FlushLog(1, 0))
+    scheduler.schedule(asyncio.get_running_loop())
+    return log, scheduler, done
+
+
 def test_a_driver_with_other_voters_syncs_even_small_flushes_in_a_worker(tmp_path: Path) -> None:
     """With peers, the loop keeps taking answers and writes while the disk works:
     the scheduler hands every flush to a worker when the driver asks it to."""
 
     async def scenario() -> None:
-        log = WatchedLog(tmp_path)
-        done: list[tuple[int, BaseException | None]] = []
-        scheduler = FlushScheduler(
-            log,
-            contextlib.nullcontext,
-            lambda: False,
-            lambda flush, end, error, started: done.append((end, error)),
-            sync_off_loop=lambda: True,
-        )
-        log.append([Batch(0, 1, (b"x" * 100,), 0)])
-        scheduler.request(FlushLog(1, 0))
-        scheduler.schedule(asyncio.get_running_loop())
+        log, _, done = one_small_flush_scheduled(tmp_path, off_loop=True, at_once=False)
         for _ in range(200):
             if done:
                 break
@@ -165,19 +175,7 @@ def test_a_follower_syncs_a_small_flush_on_its_loop_within_the_round(tmp_path: P
     thread before `schedule` returns (no hand-off to a worker, no loop turn)."""
 
     async def scenario() -> None:
-        log = WatchedLog(tmp_path)
-        done: list[tuple[int, BaseException | None]] = []
-        scheduler = FlushScheduler(
-            log,
-            contextlib.nullcontext,
-            lambda: False,
-            lambda flush, end, error, started: done.append((end, error)),
-            sync_off_loop=lambda: False,
-            at_once=lambda: True,
-        )
-        log.append([Batch(0, 1, (b"x" * 100,), 0)])
-        scheduler.request(FlushLog(1, 0))
-        scheduler.schedule(asyncio.get_running_loop())
+        log, scheduler, done = one_small_flush_scheduled(tmp_path, off_loop=False, at_once=True)
         assert done == [(1, None)] and not scheduler.running
         assert log.synced_on == [threading.get_ident()]
         assert log.durable_end_offset == 1
