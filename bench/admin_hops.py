@@ -119,9 +119,27 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
             handler_in, handler_out = first(inside, "controller>"), last(inside, "controller<")
             add("whole create", start, end)
             add("controller handler (commit included)", handler_in, handler_out)
+            commit = first(
+                [e for e in inside if handler_in is None or e[0] >= handler_in], "commit"
+            )
+            add("commit -> controller handler returns", commit, handler_out)
+            if not validate_only:
+                add("commit -> raft.propose returns", commit, first(inside, "propose<"))
+                add("commit -> write queue returns", commit, first(inside, "submit<"))
+            if commit is not None and handler_out is not None:
+                answers = [
+                    t for t, lab in inside if lab == "answer<" and commit <= t <= handler_out
+                ]
+                steps.setdefault("fetch answers built before the reply (count)", []).append(
+                    len(answers)
+                )
+                if answers:
+                    add("commit -> first fetch answer built", commit, answers[0])
+                    add("commit -> last fetch answer built before the reply", commit, answers[-1])
             if path == "grpc":
                 add("client -> controller handler", start, handler_in)
                 add("controller handler -> client", handler_out, end)
+                add("commit -> reply at the client", commit, end)
                 continue
             for rows in brokers.values():
                 mine = [e for e in rows if start <= e[0] <= end]
@@ -131,16 +149,37 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
                 listen_in, listen_out = first(mine, "listen>"), last(mine, "listen<")
                 add("librdkafka -> broker's listener", start, listen_in)
                 add("broker: decode, request -> forwarded call", listen_in, call)
+                decode, build = first(mine, "decode"), first(mine, "build")
+                grpc_in, grpc_out = first(mine, "grpc>"), last(mine, "grpc<")
+                add("  broker: frame -> kio decode starts", listen_in, decode)
+                add("  broker: kio decode, dispatch -> protobuf request", decode, build)
+                add("  broker: protobuf request -> forwarder", build, call)
+                add("  broker: forwarder -> AdminClient.admin", call, grpc_in)
+                add("  broker: AdminClient.admin returned -> forwarder returned", grpc_out, reply)
+                add("  broker: forwarder returned -> encode starts", reply, last(mine, "encode"))
+                add("  broker: encode starts -> answer encoded", last(mine, "encode"), listen_out)
                 add("forwarded call -> controller handler", call, handler_in)
                 add("controller handler -> reply at the broker", handler_out, reply)
                 add("broker: answer written", reply, listen_out)
+                add("commit -> reply at the broker", commit, reply)
+                fetched = first(
+                    [e for e in mine if commit is not None and e[0] >= commit], "fetch<"
+                )
+                add("commit -> its fetch answer at the broker", commit, fetched)
+                if fetched is not None and reply is not None:
+                    steps.setdefault("fetch answer before the reply (share)", []).append(
+                        float(fetched < reply)
+                    )
                 add("answer -> librdkafka's future", listen_out, end)
                 if handler_out is not None and reply is not None:
                     counted += 1
                     applies = [t for t, lab in mine if lab in ("apply>", "apply<")]
                     spans = zip(applies[::2], applies[1::2], strict=False)
                     overlapped += any(a < reply and b > handler_out for a, b in spans)
-        medians = {k: round(statistics.median(v), 3) for k, v in steps.items()}
+        medians = {
+            k: round(statistics.fmean(v) if k.endswith(")") else statistics.median(v), 3)
+            for k, v in steps.items()
+        }
         extra = {"reply_during_apply": round(overlapped / counted, 2)} if counted else {}
         emit(path=path, validate_only=validate_only, creates=len(steps.get("whole create", [])),
              median_ms=medians, **extra)  # fmt: skip

@@ -39,6 +39,18 @@ def _timed(cls: Any, name: str, label: str) -> None:
     setattr(cls, name, timed)
 
 
+def _marked(cls: Any, name: str, label: str) -> None:
+    """A plain method or a module's function: one event when it is called."""
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        EVENTS.append((time.time_ns(), label))
+        return original(*args, **kwargs)
+
+    setattr(cls, name, marked)
+
+
 if OUT:
     program = os.path.basename(sys.argv[0])
     if program == "broker-agent":
@@ -48,9 +60,24 @@ if OUT:
         _timed(listener.KafkaListener, "_handle", "listen")
         _timed(forwarding.ControllerForwarder, "call", "forward")
         _timed(agent.BrokerAgent, "_apply", "apply")
+        _timed(agent.BrokerAgent, "_fetch_or_stop", "fetch")  # "fetch<": an answer in hand
+        from broker_agent.kafka import admin_apis, codec
+        from quorum import admin_client
+
+        _marked(codec, "decode_request", "decode")
+        _marked(admin_apis, "create_topics_request", "build")
+        _timed(admin_client.AdminClient, "admin", "grpc")
+        _marked(codec, "encode_response", "encode")
         atexit.register(_dump)
     elif program == "quorum-controller":
-        from quorum.server import admin_servicer
+        from quorum.controller import commit_clock
+        from quorum.server import admin_servicer, broker_servicer
 
         _timed(admin_servicer.AdminServicer, "CreateTopics", "controller")
+        _timed(broker_servicer.BrokerLifecycleServicer, "_fetch", "answer")  # "answer<": built
+        _marked(commit_clock.CommitClock, "on_commit", "commit")
+        from quorum.controller import controller, write_queue
+
+        _timed(controller.QuorumController, "_propose", "propose")  # "propose<": committed
+        _timed(write_queue.WriteQueue, "submit_at", "submit")
         atexit.register(_dump)
