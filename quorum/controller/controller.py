@@ -150,7 +150,10 @@ class QuorumController:
         return raft.leader_committed_epoch and self.image.applied_offset >= raft.high_watermark
 
     async def _propose(self, records: list[bytes]) -> object:
-        return await asyncio.wait_for(self.raft.propose(records), COMMIT_TIMEOUT_S)
+        """Committed, or TimeoutError; the caller's task awaits Raft's own future
+        (no task in between, as `wait_for` would make: see `WriteQueue`)."""
+        async with asyncio.timeout(COMMIT_TIMEOUT_S):
+            return await self.raft.propose(records)
 
     def admit(self, request: object) -> None:
         """The edge: a request's bounds, before it waits for the queue or reads

@@ -116,28 +116,32 @@ class WriteQueue:
         """Encode in chunks (pausing between them), propose as one batch, then
         prepare the image for applying these records while they replicate
         (`MetadataImage.prepare`), in chunks so the loop keeps serving; the apply
-        at commit then takes the prepared entries."""
+        at commit then takes the prepared entries.
+
+        The write's own task awaits the commit and the prepare runs beside it:
+        the commit then resumes the write in the loop turn that applies it, ahead
+        of the brokers' parked fetches it also wakes, so the reply leaves before
+        their answers (a task in between cost it a turn, behind them: a forwarding
+        broker then read its reply only after applying the same records)."""
         data: list[bytes] = []
         for start in range(0, len(records), ENCODE_CHUNK):
             if start:
                 await self._pause(epoch)
             data.extend(encode(r) for r in records[start : start + ENCODE_CHUNK])
-        proposal = asyncio.ensure_future(self._propose(data))
+        preparing = asyncio.ensure_future(self._prepare(records, data))
         try:
-            await asyncio.sleep(0)  # the proposal is appended and on its way first
-            for start in range(0, len(records), PREPARE_CHUNK):
-                if proposal.done():
-                    break
-                end = start + PREPARE_CHUNK
-                self.image.prepare(records[start:end], data[start:end])
-                await asyncio.sleep(0)
-            committed = await proposal
+            committed = await self._propose(data)  # appended now, before the prepare runs
         finally:
-            if not proposal.done():
-                proposal.cancel()
+            preparing.cancel()  # no chunk runs after this: its task resumes only to stop
             self.image.forget_prepared()
         last = getattr(committed, "last_offset", None)
         return self.image.applied_offset if last is None else int(last) + 1
+
+    async def _prepare(self, records: list[md.MetadataRecord], data: list[bytes]) -> None:
+        for start in range(0, len(records), PREPARE_CHUNK):
+            end = start + PREPARE_CHUNK
+            self.image.prepare(records[start:end], data[start:end])
+            await asyncio.sleep(0)
 
     def notify(self) -> None:
         """A commit or a leadership change: whoever waits in `wait_active` looks again."""
