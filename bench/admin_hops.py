@@ -119,9 +119,9 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
             handler_in, handler_out = first(inside, "controller>"), last(inside, "controller<")
             add("whole create", start, end)
             add("controller handler (commit included)", handler_in, handler_out)
-            commit = first(
-                [e for e in inside if handler_in is None or e[0] >= handler_in], "commit"
-            )
+            # the commit of this create (none with validate_only: nothing is written)
+            after_in = [e for e in inside if handler_in is not None and e[0] >= handler_in]
+            commit = None if validate_only else first(after_in, "commit")
             add("commit -> controller handler returns", commit, handler_out)
             if not validate_only:
                 add("commit -> raft.propose returns", commit, first(inside, "propose<"))
