@@ -25,6 +25,21 @@ def _dump() -> None:
         f.writelines(f"{t}\t{label}\n" for t, label in EVENTS)
 
 
+def _timed_sync(cls: Any, name: str, label: str) -> None:
+    """The same for a plain method (a worker thread's log open)."""
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        EVENTS.append((time.time_ns(), label + ">"))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            EVENTS.append((time.time_ns(), label + "<"))
+
+    setattr(cls, name, timed)
+
+
 def _timed(cls: Any, name: str, label: str) -> None:
     original = getattr(cls, name)
 
@@ -44,6 +59,12 @@ if OUT:
     if program == "broker-agent":
         from broker_agent import agent
         from broker_agent.kafka import forwarding, listener
+        from broker_agent.partitions import replica_manager
+
+        switch = os.environ.get("ADMIN_HOPS_SWITCH_INTERVAL")
+        if switch:  # the experiment of `--switch-interval`
+            sys.setswitchinterval(float(switch))
+        _timed_sync(replica_manager.ReplicaManager, "_open_log", "open")
 
         _timed(listener.KafkaListener, "_handle", "listen")
         _timed(forwarding.ControllerForwarder, "call", "forward")
