@@ -21,7 +21,8 @@ With `--floor N`, then N empty round trips a round each way (DescribeCluster
 through the broker's Kafka listener, answered there; DescribeCluster straight
 to the controller over gRPC): the forwarding cost at batch 1 cannot go below
 1 - t(gRPC CreateTopics) / (t(gRPC CreateTopics) + t(empty Kafka round trip)),
-for created topics and for `validate_only`.
+for created topics and for `validate_only`; and the same at the largest batch,
+with N/10 Kafka round trips of that many topics (DescribeTopics, `floor_batch`).
 
 One JSON object per measurement on stdout: path, batch, round, topics/s, and
 per path and batch the mean and the forwarding cost (1 - kafka / grpc), and the
@@ -177,6 +178,60 @@ def floor(cluster: Cluster, count: int, rounds: int, grpc_b1: dict[bool, float])
     emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
 
 
+def empty_kafka_batch_round(cluster: Cluster, count: int, names: list[str]) -> float:
+    """DescribeTopics of `names` (a Metadata request for them) through librdkafka's
+    AdminClient, answered by the broker from its image: a Kafka round trip of as
+    many topics as a CreateTopics of the batch, with no forwarding."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    admin = KafkaAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[101].port}"})
+
+    def describe() -> None:
+        for future in admin.describe_topics(TopicCollection(names), request_timeout=10).values():
+            future.result()
+
+    describe()
+    started = time.perf_counter()
+    for _ in range(count):
+        describe()
+    return count / (time.perf_counter() - started)
+
+
+def floor_batch(
+    cluster: Cluster, count: int, rounds: int, batch: int, grpc_ms: dict[bool, float]
+) -> None:
+    """The same floor at batch `batch`: a forwarded CreateTopics of `batch` topics
+    makes the direct path's gRPC call plus a Kafka round trip of `batch` topics
+    (`kafka_empty_b{batch}_ms`, DescribeTopics of `batch` existing topics), so
+    the forwarding cost cannot go below 1 - g / (g + that), g the direct path's
+    median request (`floor_cost_b{batch}_created`, `floor_cost_b{batch}`)."""
+    names = [f"floor-{i:05d}" for i in range(batch)]
+
+    async def create() -> None:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        try:
+            await client.admin("CreateTopics", api.CreateTopicsRequest(topics=[
+                api.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names
+            ]))  # fmt: skip
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+    rates: list[float] = []
+    for round_ in range(rounds):
+        rate = empty_kafka_batch_round(cluster, count, names)
+        rates.append(rate)
+        emit(path=f"kafka_empty_b{batch}", round=round_ + 1, round_trips_per_s=round(rate, 1))
+    kafka_ms = 1000 / statistics.median(rates)
+    out: dict[str, object] = {f"kafka_empty_b{batch}_ms": round(kafka_ms, 3)}
+    for validate_only, suffix in ((True, ""), (False, "_created")):
+        if grpc_ms.get(validate_only):
+            g = grpc_ms[validate_only]
+            out[f"floor_cost_b{batch}{suffix}"] = round(1 - g / (g + kafka_ms), 3)
+    emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
+
+
 def cpu_s(pids: list[int]) -> float:
     """CPU seconds (user and system, all threads) these processes used so far."""
     total = 0
@@ -218,6 +273,7 @@ def main() -> None:
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
         grpc_b1: dict[bool, float] = {}  # validate_only -> gRPC topics/s at batch 1
+        grpc_big: dict[bool, float] = {}  # validate_only -> gRPC median ms, largest batch
         brokers = pids(cluster.brokers.values())
         controllers = pids(cluster.procs.values())
         for validate_only, batch in [(v, b) for v in (False, True) for b in batches]:
@@ -241,6 +297,8 @@ def main() -> None:
             kafka_ms, grpc_ms = (1000 * statistics.median(took[p]) for p in ("kafka", "grpc"))
             if batch == 1:
                 grpc_b1[validate_only] = grpc
+            if batch == max(batches) > 1:
+                grpc_big[validate_only] = grpc_ms
             emit(
                 batch=batch,
                 validate_only=validate_only,
@@ -262,6 +320,8 @@ def main() -> None:
             )
         if args.floor:
             floor(cluster, args.floor, args.rounds, grpc_b1)
+            if max(batches) > 1:
+                floor_batch(cluster, max(args.floor // 10, 20), args.rounds, max(batches), grpc_big)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ the median time of one new log's open (`open_median_ms`, a worker thread's wall
 time, GIL waits included).
 
 `--switch-interval S` sets the brokers' `sys.setswitchinterval` (CPython's
-default 0.005) for the experiment of docs/benchmarks.md.
+default 0.005) for the experiment of docs/benchmarks.md. `--profile` also
+profiles (cProfile) the brokers' metadata applies and joins of new logs, on
+their event loops, and prints the top functions of broker 101's.
 
     .venv/bin/python bench/admin_hops.py [--creates 200 --rounds 2]
     .venv/bin/python bench/admin_hops.py --batch 100 --creates 10 --rounds 3
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -209,6 +212,7 @@ def main() -> None:
         "--switch-interval", type=float, default=0.0, metavar="S",
         help="the brokers' sys.setswitchinterval (default: CPython's 0.005)",
     )  # fmt: skip
+    parser.add_argument("--profile", action="store_true", help="cProfile the brokers' applies")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-admin-hops-") as root:
         out = Path(root) / "events"
@@ -216,11 +220,14 @@ def main() -> None:
         os.environ["ADMIN_HOPS_DIR"] = str(out)
         if args.switch_interval:
             os.environ["ADMIN_HOPS_SWITCH_INTERVAL"] = str(args.switch_interval)
+        if args.profile:
+            os.environ["ADMIN_HOPS_PROFILE"] = "1"
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(TRACE), os.environ.get("PYTHONPATH")) if p
         )
         windows: list[Window] = []
         with cluster_with_online_brokers(Path(root) / "cluster", 101, 102, 103) as cluster:
+            forwarding = cluster.brokers[101].popen.pid if cluster.brokers[101].popen else 0
             for round_ in range(args.rounds):
                 for validate_only in (False, True):
                     for path, run in (("kafka", kafka_creates), ("grpc", grpc_creates)):
@@ -229,6 +236,10 @@ def main() -> None:
                         windows += run(cluster, prefix, args.creates, args.batch, validate_only)
             load = [round(x, 1) for x in os.getloadavg()]
         hops(windows, read_events(out))
+        for profile in out.glob(f"broker-agent-{forwarding}.prof"):
+            stats = pstats.Stats(str(profile), stream=sys.stderr)
+            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("tottime").print_stats(25)
         emit(batch=args.batch, switch_interval=args.switch_interval or sys.getswitchinterval(),
              load_average=load)  # fmt: skip
 

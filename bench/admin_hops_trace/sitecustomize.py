@@ -8,7 +8,9 @@ changes what the methods do."""
 from __future__ import annotations
 
 import atexit
+import cProfile
 import functools
+import inspect
 import os
 import sys
 import time
@@ -40,6 +42,38 @@ def _timed_sync(cls: Any, name: str, label: str) -> None:
     setattr(cls, name, timed)
 
 
+PROFILE = cProfile.Profile() if os.environ.get("ADMIN_HOPS_PROFILE") else None
+
+
+def _profiled(cls: Any, name: str) -> None:
+    """`--profile`: the loop thread's time in this method, into one profile a process."""
+    original = getattr(cls, name)
+    assert PROFILE is not None
+
+    @functools.wraps(original)
+    async def profiled_async(*args: Any, **kwargs: Any) -> Any:
+        PROFILE.enable()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            PROFILE.disable()
+
+    @functools.wraps(original)
+    def profiled(*args: Any, **kwargs: Any) -> Any:
+        PROFILE.enable()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            PROFILE.disable()
+
+    setattr(cls, name, profiled_async if inspect.iscoroutinefunction(original) else profiled)
+
+
+def _dump_profile() -> None:
+    assert OUT is not None and PROFILE is not None
+    PROFILE.dump_stats(os.path.join(OUT, f"{os.path.basename(sys.argv[0])}-{os.getpid()}.prof"))
+
+
 def _timed(cls: Any, name: str, label: str) -> None:
     original = getattr(cls, name)
 
@@ -68,6 +102,10 @@ if OUT:
 
         _timed(listener.KafkaListener, "_handle", "listen")
         _timed(forwarding.ControllerForwarder, "call", "forward")
+        if PROFILE is not None:  # the loop's metadata applies, and its joins of new logs
+            _profiled(agent.BrokerAgent, "_apply")
+            _profiled(replica_manager.ReplicaManager, "_join_opened")
+            atexit.register(_dump_profile)
         _timed(agent.BrokerAgent, "_apply", "apply")
         atexit.register(_dump)
     elif program == "quorum-controller":
