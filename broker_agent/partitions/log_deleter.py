@@ -10,25 +10,15 @@ once for a topic re-created under it, and the dead directory can no longer be
 mistaken for a live replica. A worker thread then removes it. A directory still
 marked when the broker stops is removed at the next start (`sweep`), so a crash
 between the two steps leaves nothing behind for good.
-
-A rename is not durable until the log directory is synced: the worker thread
-syncs it before removing what it renamed, and a new replica's log created
-under a name renamed away and not yet synced syncs it first
-(`before_open`), so a power loss can never bring a deleted replica's data
-back under the name of a new one (whose own creation syncs nothing, see
-`partition_log.py`).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-
-from quorum.common.fsutil import fsync_dir
 
 log = logging.getLogger("broker_agent.partitions.replica_manager")
 
@@ -48,8 +38,6 @@ class LogDeleter:
         self.broker_id = broker_id
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"log-deleter-{broker_id}")
         self._pending: set[Future[None]] = set()
-        self._renamed: set[Path] = set()  # renamed away, the rename not yet synced
-        self._renamed_lock = threading.Lock()
 
     def delete(self, directory: Path) -> Path | None:
         """Rename now (on the caller's thread), remove later; the marked path, or
@@ -59,26 +47,8 @@ class LogDeleter:
             directory.rename(marked)
         except FileNotFoundError:
             return None
-        with self._renamed_lock:
-            self._renamed.add(directory)
         self._submit(marked)
         return marked
-
-    def before_open(self, directory: Path) -> None:
-        """A replica's log is about to be opened, maybe created (any thread): if a
-        deleted one was renamed away from that name, the rename is made durable first."""
-        with self._renamed_lock:
-            if directory not in self._renamed:
-                return
-        self._sync_renames(directory.parent)
-
-    def _sync_renames(self, log_dir: Path) -> None:
-        with self._renamed_lock:
-            synced = {d for d in self._renamed if d.parent == log_dir}
-        if synced:
-            fsync_dir(log_dir)
-            with self._renamed_lock:
-                self._renamed -= synced
 
     def sweep(self, log_dir: Path) -> int:
         """Directories left marked by an earlier run are removed too."""
@@ -93,7 +63,6 @@ class LogDeleter:
         future.add_done_callback(self._pending.discard)
 
     def _remove(self, path: Path) -> None:
-        self._sync_renames(path.parent)  # once for the renames of a burst
         shutil.rmtree(path, ignore_errors=True)
         if path.exists():
             log.warning("broker %d: could not remove deleted log %s", self.broker_id, path)

@@ -7,11 +7,7 @@ Fetch answer is the stored bytes. The log start offset (Kafka's
 `logStartOffset`, moved by retention) is kept in the log's start checkpoint.
 
 As in Kafka, durability comes from replication: appends are not synced unless
-`log.flush.interval.messages` or `log.flush.interval.ms` ask for it. Creating a
-log syncs nothing either: its directory and first segment are empty, and the
-first flush makes them durable with the batches (the segment, its directory,
-and the log directory's entry for it); a power loss before that can only take
-away an empty log, which the replica manager creates again from the metadata.
+`log.flush.interval.messages` or `log.flush.interval.ms` ask for it.
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from broker_agent.partitions.record_batch import (
     stamp,
 )
 from broker_agent.replication.epochs import EpochEndOffset, EpochEntry, end_offset_for_epoch
-from quorum.common.fsutil import fsync_dir, write_atomically
+from quorum.common.fsutil import write_atomically
 from quorum.log.batch_format import OpaqueBatch
 from quorum.log.file_log import FileLogStore
 from quorum.raft.records import SnapshotId
@@ -79,9 +75,6 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, now_ms: int) -> None:
         self.directory = directory
         self.config = config
-        # This log's entry in the log directory (made here, or by an earlier
-        # process that never flushed): synced at the first flush.
-        self._entry_unsynced = True
         # Offset gaps: compaction removes records, and followers copy the gaps.
         # No syncs on open: durability comes from replication (see FileLogStore).
         self.store = FileLogStore(
@@ -217,9 +210,6 @@ class PartitionLog:
 
     def flush(self, now_ms: int) -> None:
         self.store.flush(self.store.end_offset)
-        if self._entry_unsynced:
-            fsync_dir(self.directory.parent)
-            self._entry_unsynced = False
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms
 

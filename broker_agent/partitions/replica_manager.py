@@ -259,7 +259,6 @@ class ReplicaManager:
     def _open_log(self, assignment: PartitionAssignment, config: LogConfig, now: int) -> OpenedLog:
         """Blocking (fsyncs, a scan of an existing log): a replica's log and state."""
         directory = self.log_dir / directory_name(assignment.topic, assignment.partition)
-        self._deleter.before_open(directory)
         plog = PartitionLog(directory, config, now)
         try:
             producers = ProducerStateTable()

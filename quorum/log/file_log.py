@@ -89,12 +89,9 @@ class FileLogStore:
         or stale file costs nothing then; it stays dirty in memory and is written
         (synced) before anything that could make the batches disagree with it:
         a truncation, a compacted segment swap, or a flush. Only a torn tail's
-        cut and deleted leftovers are still made durable: rare, and cheap next
-        to the ~3 syncs per log the rest cost (1,000 replicas of a restarted
-        broker: seconds). Nor is a new log's empty first segment synced in its
-        directory: the first flush after every open syncs the directory, so a
-        power loss before it can only take away an empty log, which the next
-        open creates again (most of a new log's wall time was that sync)."""
+        cut, deleted leftovers and a new first segment are still made durable:
+        rare, and cheap next to the ~3 syncs per log the rest cost (1,000
+        replicas of a restarted broker: seconds)."""
         if not 0 < segment_bytes <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes must be in (0, {MAX_SEGMENT_BYTES}]")
         if index_interval_bytes <= 0:
@@ -452,8 +449,6 @@ class FileLogStore:
             sync_on_open=self.sync_on_open,
         )
         self._durable_end = self.end_offset
-        # A segment may never have been synced in the directory: the first flush does it.
-        self._directory_unsynced = not self.sync_on_open
         self._enforce_retention(None)
 
     def _finish_reset(self, snapshot_id: SnapshotId) -> None:

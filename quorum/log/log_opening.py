@@ -29,8 +29,7 @@ def open_segments(
 ) -> list[Segment]:
     """The segments of `plan` (no reset pending), repaired: a torn tail cut,
     stale indexes rewritten, the tail synced (`sync_on_open`); an empty log gets
-    its first segment where the snapshot ends (synced in its directory only
-    with `sync_on_open`)."""
+    its first segment where the snapshot ends."""
     segments: list[Segment] = []
     for scan in plan.scans:
         segments.append(
@@ -67,9 +66,7 @@ def open_segments(
         snapshot = plan.checkpoint.snapshot_id
         start = snapshot.end_offset if snapshot else 0
         segments.append(Segment(directory, start, index_interval_bytes, create=True))
-    if plan.leftover_files or (not plan.scans and sync_on_open):
-        # Without `sync_on_open` a new first segment is empty: its directory
-        # entry is synced by the first flush after the open (`FileLogStore._open`).
+    if plan.leftover_files or not plan.scans:
         fsync_dir(directory)
     return segments
 
