@@ -21,12 +21,20 @@ With `--floor N`, then N empty round trips a round each way (DescribeCluster
 through the broker's Kafka listener, answered there; DescribeCluster straight
 to the controller over gRPC): the forwarding cost at batch 1 cannot go below
 1 - t(gRPC CreateTopics) / (t(gRPC CreateTopics) + t(empty Kafka round trip)),
-for created topics and for `validate_only`.
+for created topics and for `validate_only`; and the same at the largest batch,
+with N/10 Kafka round trips of that many topics (DescribeTopics, `floor_batch`).
 
 One JSON object per measurement on stdout: path, batch, round, topics/s, and
 per path and batch the mean and the forwarding cost (1 - kafka / grpc), and the
 same from the median request time of each path (`forwarding_cost_median`),
-which a busy machine's stalls move less than the means.
+which a busy machine's stalls move less than the means. Beside them, the CPU
+the three brokers and the three controllers spent per topic over each path's
+rounds, creates and deletes (`brokers_cpu_ms_per_topic`,
+`controllers_cpu_ms_per_topic`, from /proc): what a change saves, in a figure
+the other processes of a shared machine move less than times. Each round
+starts, and its CPU is counted until, the brokers are idle again (the new
+logs opened and the deleted ones removed in their worker threads), so one
+round's leftovers neither slow nor count in the next.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,7 +57,7 @@ from report import emit, say
 
 from quorum.admin_client import AdminClient
 from quorum.gen import admin_pb2 as api
-from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers
+from tests.integration.controller_cluster import Cluster, Proc, cluster_with_online_brokers
 
 BROKERS = (101, 102, 103)
 
@@ -169,6 +178,85 @@ def floor(cluster: Cluster, count: int, rounds: int, grpc_b1: dict[bool, float])
     emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
 
 
+def empty_kafka_batch_round(cluster: Cluster, count: int, names: list[str]) -> float:
+    """DescribeTopics of `names` (a Metadata request for them) through librdkafka's
+    AdminClient, answered by the broker from its image: a Kafka round trip of as
+    many topics as a CreateTopics of the batch, with no forwarding."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient as KafkaAdmin
+
+    admin = KafkaAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[101].port}"})
+
+    def describe() -> None:
+        for future in admin.describe_topics(TopicCollection(names), request_timeout=10).values():
+            future.result()
+
+    describe()
+    started = time.perf_counter()
+    for _ in range(count):
+        describe()
+    return count / (time.perf_counter() - started)
+
+
+def floor_batch(
+    cluster: Cluster, count: int, rounds: int, batch: int, grpc_ms: dict[bool, float]
+) -> None:
+    """The same floor at batch `batch`: a forwarded CreateTopics of `batch` topics
+    makes the direct path's gRPC call plus a Kafka round trip of `batch` topics
+    (`kafka_empty_b{batch}_ms`, DescribeTopics of `batch` existing topics), so
+    the forwarding cost cannot go below 1 - g / (g + that), g the direct path's
+    median request (`floor_cost_b{batch}_created`, `floor_cost_b{batch}`)."""
+    names = [f"floor-{i:05d}" for i in range(batch)]
+
+    async def create() -> None:
+        client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
+        try:
+            await client.admin("CreateTopics", api.CreateTopicsRequest(topics=[
+                api.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names
+            ]))  # fmt: skip
+        finally:
+            await client.close()
+
+    asyncio.run(create())
+    rates: list[float] = []
+    for round_ in range(rounds):
+        rate = empty_kafka_batch_round(cluster, count, names)
+        rates.append(rate)
+        emit(path=f"kafka_empty_b{batch}", round=round_ + 1, round_trips_per_s=round(rate, 1))
+    kafka_ms = 1000 / statistics.median(rates)
+    out: dict[str, object] = {f"kafka_empty_b{batch}_ms": round(kafka_ms, 3)}
+    for validate_only, suffix in ((True, ""), (False, "_created")):
+        if grpc_ms.get(validate_only):
+            g = grpc_ms[validate_only]
+            out[f"floor_cost_b{batch}{suffix}"] = round(1 - g / (g + kafka_ms), 3)
+    emit(**out, load_average=[round(x, 1) for x in os.getloadavg()])
+
+
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user and system, all threads) these processes used so far."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def pids(procs: Iterable[Proc]) -> list[int]:
+    return [p.popen.pid for p in procs if p.popen is not None]
+
+
+def settle(processes: list[int], idle_share: float = 0.05, limit_s: float = 30.0) -> None:
+    """Until these processes together use under `idle_share` of a core over 0.3 s."""
+    give_up = time.monotonic() + limit_s
+    last = cpu_s(processes)
+    while time.monotonic() < give_up:
+        time.sleep(0.3)
+        now = cpu_s(processes)
+        if now - last < 0.3 * idle_share:
+            return
+        last = now
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=300)
@@ -185,14 +273,23 @@ def main() -> None:
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
         grpc_b1: dict[bool, float] = {}  # validate_only -> gRPC topics/s at batch 1
+        grpc_big: dict[bool, float] = {}  # validate_only -> gRPC median ms, largest batch
+        brokers = pids(cluster.brokers.values())
+        controllers = pids(cluster.procs.values())
         for validate_only, batch in [(v, b) for v in (False, True) for b in batches]:
             rates: dict[str, list[float]] = {"kafka": [], "grpc": []}
             took: dict[str, list[float]] = {"kafka": [], "grpc": []}  # seconds per request
+            cpu = {p: {"brokers": 0.0, "controllers": 0.0} for p in ("kafka", "grpc")}
             for round_ in range(args.rounds):
                 for path, run in (("kafka", kafka_round), ("grpc", grpc_round)):
                     say(f"batch {batch}, validate_only {validate_only}, round {round_ + 1}: {path}")
                     prefix = f"{path}-{batch}-{round_}"
+                    settle(brokers)
+                    before = cpu_s(brokers), cpu_s(controllers)
                     rate = run(cluster, prefix, args.topics, batch, validate_only, took[path])
+                    settle(brokers)
+                    cpu[path]["brokers"] += cpu_s(brokers) - before[0]
+                    cpu[path]["controllers"] += cpu_s(controllers) - before[1]
                     rates[path].append(rate)
                     emit(path=path, batch=batch, validate_only=validate_only, round=round_ + 1,
                          topics_per_s=round(rate, 1))  # fmt: skip
@@ -200,6 +297,8 @@ def main() -> None:
             kafka_ms, grpc_ms = (1000 * statistics.median(took[p]) for p in ("kafka", "grpc"))
             if batch == 1:
                 grpc_b1[validate_only] = grpc
+            if batch == max(batches) > 1:
+                grpc_big[validate_only] = grpc_ms
             emit(
                 batch=batch,
                 validate_only=validate_only,
@@ -210,10 +309,19 @@ def main() -> None:
                 kafka_median_ms=round(kafka_ms, 3),
                 grpc_median_ms=round(grpc_ms, 3),
                 forwarding_cost_median=round(1 - grpc_ms / kafka_ms, 3),
+                **{
+                    f"{who}_cpu_ms_per_topic": {
+                        p: round(1000 * cpu[p][who] / (args.topics * args.rounds), 3)
+                        for p in ("kafka", "grpc")
+                    }
+                    for who in ("brokers", "controllers")
+                },
                 load_average=[round(x, 1) for x in os.getloadavg()],
             )
         if args.floor:
             floor(cluster, args.floor, args.rounds, grpc_b1)
+            if max(batches) > 1:
+                floor_batch(cluster, max(args.floor // 10, 20), args.rounds, max(batches), grpc_big)
 
 
 if __name__ == "__main__":

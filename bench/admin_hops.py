@@ -1,5 +1,5 @@
-"""One CreateTopics of one topic, hop by hop: where the time of a create forwarded
-by a broker goes, beside the same create sent straight to the controller.
+"""One CreateTopics of `--batch` topics, hop by hop: where the time of a create
+forwarded by a broker goes, beside the same create sent straight to the controller.
 
 The cluster of `bench/admin.py` (three controllers, three brokers), started with
 `bench/admin_hops_trace` on `PYTHONPATH` and ADMIN_HOPS_DIR set, so each broker and
@@ -11,9 +11,20 @@ handler, the handler, the reply back, the answer written, and back to the
 client's future; and for the direct path, the client to the handler, the
 handler, and back. Medians in ms, one JSON object per path and mode, then the
 share of forwarded creates whose reply came while the forwarding broker was
-applying metadata, and each broker's median apply.
+applying metadata, and each broker's median apply. Inside each forwarded create's
+window, on the forwarding broker: the time its loop spent applying metadata
+(`apply_in_window_ms`) and its worker threads opening new logs
+(`opening_in_window_ms`, the union of the opens' spans), medians; and per broker
+the median time of one new log's open (`open_median_ms`, a worker thread's wall
+time, GIL waits included).
+
+`--switch-interval S` sets the brokers' `sys.setswitchinterval` (CPython's
+default 0.005) for the experiment of docs/benchmarks.md. `--profile` also
+profiles (cProfile) the brokers' metadata applies and joins of new logs, on
+their event loops, and prints the top functions of broker 101's.
 
     .venv/bin/python bench/admin_hops.py [--creates 200 --rounds 2]
+    .venv/bin/python bench/admin_hops.py --batch 100 --creates 10 --rounds 3
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -41,48 +53,79 @@ Window = tuple[str, bool, int, int]  # path, validate_only, start ns, end ns
 TRACE = Path(__file__).resolve().parent / "admin_hops_trace"
 
 
-def kafka_creates(cluster: Cluster, prefix: str, n: int, validate_only: bool) -> list[Window]:
+def topic_names(prefix: str, n: int, batch: int) -> list[list[str]]:
+    return [[f"{prefix}-{i}-{j}" for j in range(batch)] for i in range(n)]
+
+
+def kafka_creates(
+    cluster: Cluster, prefix: str, n: int, batch: int, validate_only: bool
+) -> list[Window]:
     from confluent_kafka.admin import AdminClient as KafkaAdmin
     from confluent_kafka.admin import NewTopic
 
     admin = KafkaAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[101].port}"})
     admin.list_topics(timeout=10)
     windows = []
-    for i in range(n):
+    groups = topic_names(prefix, n, batch)
+    for group in groups:
         start = time.time_ns()
         for future in admin.create_topics(
-            [NewTopic(f"{prefix}-{i}", 1, 1)], operation_timeout=30, validate_only=validate_only
+            [NewTopic(name, 1, 1) for name in group],
+            operation_timeout=30,
+            validate_only=validate_only,
         ).values():
             future.result()
         windows.append(("kafka", validate_only, start, time.time_ns()))
-    if not validate_only:
-        for future in admin.delete_topics([f"{prefix}-{i}" for i in range(n)]).values():
+    for group in groups if not validate_only else []:
+        for future in admin.delete_topics(group, operation_timeout=30).values():
             future.result()
     return windows
 
 
-def grpc_creates(cluster: Cluster, prefix: str, n: int, validate_only: bool) -> list[Window]:
+def grpc_creates(
+    cluster: Cluster, prefix: str, n: int, batch: int, validate_only: bool
+) -> list[Window]:
     async def go() -> list[Window]:
         client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
         windows = []
+        groups = topic_names(prefix, n, batch)
         try:
             await client.admin("ListTopics", api.ListTopicsRequest())
-            for i in range(n):
+            for group in groups:
                 start = time.time_ns()
-                topic = api.CreatableTopic(
-                    name=f"{prefix}-{i}", num_partitions=1, replication_factor=1
-                )
-                request = api.CreateTopicsRequest(validate_only=validate_only, topics=[topic])
+                topics = [
+                    api.CreatableTopic(name=name, num_partitions=1, replication_factor=1)
+                    for name in group
+                ]
+                request = api.CreateTopicsRequest(validate_only=validate_only, topics=topics)
                 await client.admin("CreateTopics", request)
                 windows.append(("grpc", validate_only, start, time.time_ns()))
-            if not validate_only:
-                names = [f"{prefix}-{i}" for i in range(n)]
-                await client.admin("DeleteTopics", api.DeleteTopicsRequest(names=names))
+            for group in groups if not validate_only else []:
+                await client.admin("DeleteTopics", api.DeleteTopicsRequest(names=group))
         finally:
             await client.close()
         return windows
 
     return asyncio.run(go())
+
+
+def spans(rows: list[tuple[int, str]], label: str) -> list[tuple[int, int]]:
+    """(start, end) of each `label>` ... `label<`, paired in order (one thread's
+    opens may interleave with another's: pairs are matched first in, first out)."""
+    starts = [t for t, lab in rows if lab == label + ">"]
+    ends = [t for t, lab in rows if lab == label + "<"]
+    return [(a, b) for a, b in zip(starts, ends, strict=False) if b >= a]
+
+
+def covered_ms(intervals: list[tuple[int, int]], start: int, end: int) -> float:
+    """How much of [start, end] the union of `intervals` covers, in ms."""
+    clipped = sorted((max(a, start), min(b, end)) for a, b in intervals if b > start and a < end)
+    total, reach = 0, start
+    for a, b in clipped:
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total / 1e6
 
 
 def read_events(directory: Path) -> dict[str, list[tuple[int, str]]]:
@@ -104,6 +147,8 @@ def last(rows: list[tuple[int, str]], label: str) -> int | None:
 def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> None:
     controllers = sorted(e for k, v in events.items() if k.startswith("quorum") for e in v)
     brokers = {k: v for k, v in events.items() if k.startswith("broker")}
+    applies = {k: spans(v, "apply") for k, v in brokers.items()}
+    opens = {k: spans(v, "open") for k, v in brokers.items()}
     for path, validate_only in (("kafka", False), ("grpc", False), ("kafka", True), ("grpc", True)):
         steps: dict[str, list[float]] = {}
         overlapped = counted = 0
@@ -141,11 +186,17 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
                 add("controller handler -> client", handler_out, end)
                 add("commit -> reply at the client", commit, end)
                 continue
-            for rows in brokers.values():
+            for name, rows in brokers.items():
                 mine = [e for e in rows if start <= e[0] <= end]
                 call, reply = first(mine, "forward>"), last(mine, "forward<")
                 if call is None:
                     continue
+                steps.setdefault("apply_in_window_ms", []).append(
+                    covered_ms(applies[name], start, end)
+                )
+                steps.setdefault("opening_in_window_ms", []).append(
+                    covered_ms(opens[name], start, end)
+                )
                 listen_in, listen_out = first(mine, "listen>"), last(mine, "listen<")
                 add("librdkafka -> broker's listener", start, listen_in)
                 add("broker: decode, request -> forwarded call", listen_in, call)
@@ -173,9 +224,7 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
                 add("answer -> librdkafka's future", listen_out, end)
                 if handler_out is not None and reply is not None:
                     counted += 1
-                    applies = [t for t, lab in mine if lab in ("apply>", "apply<")]
-                    spans = zip(applies[::2], applies[1::2], strict=False)
-                    overlapped += any(a < reply and b > handler_out for a, b in spans)
+                    overlapped += any(a < reply and b > handler_out for a, b in applies[name])
         medians = {
             k: round(statistics.fmean(v) if k.endswith(")") else statistics.median(v), 3)
             for k, v in steps.items()
@@ -183,38 +232,55 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
         extra = {"reply_during_apply": round(overlapped / counted, 2)} if counted else {}
         emit(path=path, validate_only=validate_only, creates=len(steps.get("whole create", [])),
              median_ms=medians, **extra)  # fmt: skip
-    for name, rows in sorted(brokers.items()):
-        starts = [t for t, lab in rows if lab == "apply>"]
-        ends = [t for t, lab in rows if lab == "apply<"]
-        took = [(b - a) / 1e6 for a, b in zip(starts, ends, strict=False) if b >= a]
+    for name in sorted(brokers):
+        took = [(b - a) / 1e6 for a, b in applies[name]]
+        opened = [(b - a) / 1e6 for a, b in opens[name]]
         if took:
+            open_ms = round(statistics.median(opened), 3) if opened else None
             emit(broker_process=name, applies=len(took),
-                 apply_median_ms=round(statistics.median(took), 3))  # fmt: skip
+                 apply_median_ms=round(statistics.median(took), 3),
+                 opens=len(opened), open_median_ms=open_ms)  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--creates", type=int, default=200, help="per path, mode and round")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=1, help="topics per CreateTopics")
+    parser.add_argument(
+        "--switch-interval", type=float, default=0.0, metavar="S",
+        help="the brokers' sys.setswitchinterval (default: CPython's 0.005)",
+    )  # fmt: skip
+    parser.add_argument("--profile", action="store_true", help="cProfile the brokers' applies")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-admin-hops-") as root:
         out = Path(root) / "events"
         out.mkdir()
         os.environ["ADMIN_HOPS_DIR"] = str(out)
+        if args.switch_interval:
+            os.environ["ADMIN_HOPS_SWITCH_INTERVAL"] = str(args.switch_interval)
+        if args.profile:
+            os.environ["ADMIN_HOPS_PROFILE"] = "1"
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(TRACE), os.environ.get("PYTHONPATH")) if p
         )
         windows: list[Window] = []
         with cluster_with_online_brokers(Path(root) / "cluster", 101, 102, 103) as cluster:
+            forwarding = cluster.brokers[101].popen.pid if cluster.brokers[101].popen else 0
             for round_ in range(args.rounds):
                 for validate_only in (False, True):
                     for path, run in (("kafka", kafka_creates), ("grpc", grpc_creates)):
                         say(f"round {round_ + 1}, validate_only {validate_only}: {path}")
                         prefix = f"{path}-{int(validate_only)}-{round_}"
-                        windows += run(cluster, prefix, args.creates, validate_only)
+                        windows += run(cluster, prefix, args.creates, args.batch, validate_only)
             load = [round(x, 1) for x in os.getloadavg()]
         hops(windows, read_events(out))
-        emit(load_average=load)
+        for profile in out.glob(f"broker-agent-{forwarding}.prof"):
+            stats = pstats.Stats(str(profile), stream=sys.stderr)
+            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("tottime").print_stats(25)
+        emit(batch=args.batch, switch_interval=args.switch_interval or sys.getswitchinterval(),
+             load_average=load)  # fmt: skip
 
 
 if __name__ == "__main__":

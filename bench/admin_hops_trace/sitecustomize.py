@@ -8,7 +8,9 @@ changes what the methods do."""
 from __future__ import annotations
 
 import atexit
+import cProfile
 import functools
+import inspect
 import os
 import sys
 import time
@@ -23,6 +25,53 @@ def _dump() -> None:
     name = f"{os.path.basename(sys.argv[0])}-{os.getpid()}.tsv"
     with open(os.path.join(OUT, name), "w") as f:
         f.writelines(f"{t}\t{label}\n" for t, label in EVENTS)
+
+
+def _timed_sync(cls: Any, name: str, label: str) -> None:
+    """The same for a plain method (a worker thread's log open)."""
+    original = getattr(cls, name)
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        EVENTS.append((time.time_ns(), label + ">"))
+        try:
+            return original(*args, **kwargs)
+        finally:
+            EVENTS.append((time.time_ns(), label + "<"))
+
+    setattr(cls, name, timed)
+
+
+PROFILE = cProfile.Profile() if os.environ.get("ADMIN_HOPS_PROFILE") else None
+
+
+def _profiled(cls: Any, name: str) -> None:
+    """`--profile`: the loop thread's time in this method, into one profile a process."""
+    original = getattr(cls, name)
+    assert PROFILE is not None
+
+    @functools.wraps(original)
+    async def profiled_async(*args: Any, **kwargs: Any) -> Any:
+        PROFILE.enable()
+        try:
+            return await original(*args, **kwargs)
+        finally:
+            PROFILE.disable()
+
+    @functools.wraps(original)
+    def profiled(*args: Any, **kwargs: Any) -> Any:
+        PROFILE.enable()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            PROFILE.disable()
+
+    setattr(cls, name, profiled_async if inspect.iscoroutinefunction(original) else profiled)
+
+
+def _dump_profile() -> None:
+    assert OUT is not None and PROFILE is not None
+    PROFILE.dump_stats(os.path.join(OUT, f"{os.path.basename(sys.argv[0])}-{os.getpid()}.prof"))
 
 
 def _timed(cls: Any, name: str, label: str) -> None:
@@ -56,9 +105,19 @@ if OUT:
     if program == "broker-agent":
         from broker_agent import agent
         from broker_agent.kafka import forwarding, listener
+        from broker_agent.partitions import replica_manager
+
+        switch = os.environ.get("ADMIN_HOPS_SWITCH_INTERVAL")
+        if switch:  # the experiment of `--switch-interval`
+            sys.setswitchinterval(float(switch))
+        _timed_sync(replica_manager.ReplicaManager, "_open_log", "open")
 
         _timed(listener.KafkaListener, "_handle", "listen")
         _timed(forwarding.ControllerForwarder, "call", "forward")
+        if PROFILE is not None:  # the loop's metadata applies, and its joins of new logs
+            _profiled(agent.BrokerAgent, "_apply")
+            _profiled(replica_manager.ReplicaManager, "_join_opened")
+            atexit.register(_dump_profile)
         _timed(agent.BrokerAgent, "_apply", "apply")
         _timed(agent.BrokerAgent, "_fetch_or_stop", "fetch")  # "fetch<": an answer in hand
         from broker_agent.kafka import admin_apis, codec

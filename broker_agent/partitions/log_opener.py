@@ -2,13 +2,23 @@
 
 Creating a replica's log costs fsyncs (its first segment, its directory), ~10 ms
 each under load, and opening an existing one a scan of its tail (no syncs: see
-`FileLogStore`'s `sync_on_open`). The replica manager hands such opens here: in
-chunks of `OPEN_CHUNK` on `OPEN_THREADS` threads, so a forwarded CreateTopics of
-100 topics no longer waits for ~33 opens, and each chunk's replicas join (at the
-latest metadata, the manager's callback) once open, so a restarted broker's
-first followers fetch while the rest still open. Until then a Produce or Fetch
-for such a replica waits for it (`until_open`, within its own timeout), as in
-Kafka for a partition its metadata has but its replica manager does not yet host.
+`FileLogStore`'s `sync_on_open`). The replica manager hands such opens
+here: in chunks of `OPEN_CHUNK` on `OPEN_THREADS` threads, so a forwarded
+CreateTopics of 100 topics no longer waits for ~33 opens, and each chunk's
+replicas join (at the latest metadata, the manager's callback) once open, so a
+restarted broker's first followers fetch while the rest still open. Until then
+a Produce or Fetch for such a replica waits for it (`until_open`, within its
+own timeout), as in Kafka for a partition its metadata has but its replica
+manager does not yet host.
+
+A worker waits for a turn of the event loop before each log (`loop_turn`). An
+open is Python and short system calls, each releasing the GIL for a few
+microseconds, and CPython gives the GIL back to the thread that released it
+before the event loop's thread, woken to take it, gets a core (the waiter's
+timeout, `sys.setswitchinterval`, starts again at every release): a worker
+opening 33 logs kept the loop from the GIL until it was done, and a forwarded
+CreateTopics' reply waited for that (docs/benchmarks.md, issue 36, sixth
+pass). Waiting for the loop instead lets it through between two logs.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +42,21 @@ OPEN_CHUNK = 50
 OPEN_THREADS = 4
 
 Key = tuple[str, int]
+
+# How long a worker waits for the event loop to take a turn before opening on.
+TURN_TIMEOUT_S = 0.1
+
+
+def loop_turn(loop: asyncio.AbstractEventLoop, timeout_s: float = TURN_TIMEOUT_S) -> None:
+    """Block this (worker) thread until `loop` has run a callback queued now, so
+    the work the loop already had (callbacks, I/O that came in) goes first;
+    at most `timeout_s` (a loop that is closed or stuck does not stop the opens)."""
+    done = threading.Event()
+    try:
+        loop.call_soon_threadsafe(done.set)
+    except RuntimeError:  # the loop is closed
+        return
+    done.wait(timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +104,7 @@ class BackgroundOpener:
         def open_all() -> list[OpenedLog | BaseException]:
             out: list[OpenedLog | BaseException] = []
             for assignment, config in items:
+                loop_turn(loop)
                 try:
                     out.append(self._open_log(assignment, config, now))
                 except Exception as exc:  # one bad directory must not keep the others out
