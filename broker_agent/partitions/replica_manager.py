@@ -56,6 +56,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from broker_agent.partitions import topic_identity
 from broker_agent.partitions.api import (
     CONSUMER_REPLICA_ID,
     NO_LEADER_EPOCH,
@@ -227,9 +228,13 @@ class ReplicaManager:
                 assignment.topic, self._topic_configs.get(assignment.topic, {})
             )
             part = self.partitions.get(key)
+            renamed = part is not None and part.assignment.topic_id != assignment.topic_id
+            if renamed:  # its topic was deleted and created again under its name
+                self._delete(key)
+                part = None
             if part is None:
                 if open_in_background:
-                    if open_new and key not in self._opener.opening:
+                    if (open_new or renamed) and key not in self._opener.opening:
                         to_open.append((assignment, config))
                     elif not open_new:
                         self._failed_opens.add(key)  # not opening now: at the next metadata
@@ -259,6 +264,7 @@ class ReplicaManager:
     def _open_log(self, assignment: PartitionAssignment, config: LogConfig, now: int) -> OpenedLog:
         """Blocking (fsyncs, a scan of an existing log): a replica's log and state."""
         directory = self.log_dir / directory_name(assignment.topic, assignment.partition)
+        topic_identity.claim(directory, assignment.topic_id, self._deleter)
         plog = PartitionLog(directory, config, now)
         try:
             producers = ProducerStateTable()

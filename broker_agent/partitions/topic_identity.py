@@ -1,0 +1,71 @@
+"""Which topic a replica's directory belongs to: Kafka's `partition.metadata` (KIP-516).
+
+A directory is named `<topic>-<partition>`, and a topic deleted and created again
+under the same name gets the same name with another topic id. A broker that was
+down (or behind) across the delete and the re-create would otherwise open the
+dead topic's log as the new topic's replica and serve its records. So each
+replica's directory records its topic id at creation, and a directory whose
+file names another id is set aside for deletion (`LogDeleter`) before the new
+replica's log is created, as Kafka's brokers treat such a log as stray.
+
+A directory without the file (created before this file existed, or a crash
+before it was written, when no record had been appended yet) is adopted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from broker_agent.partitions.log_deleter import LogDeleter
+from quorum.common.fsutil import fsync_dir, write_all
+
+log = logging.getLogger("broker_agent.partitions.replica_manager")
+
+PARTITION_METADATA = "partition.metadata"
+VERSION = 0
+MAX_FILE_BYTES = 4096
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id the directory was created for; None when it has no readable file."""
+    try:
+        with open(directory / PARTITION_METADATA, "rb") as f:
+            text = f.read(MAX_FILE_BYTES).decode("utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    fields = dict(line.partition(":")[::2] for line in text.splitlines())
+    if fields.get("version", "").strip() != str(VERSION):
+        return None
+    topic_id = fields.get("topic_id", "").strip()
+    return topic_id or None
+
+
+def claim(directory: Path, topic_id: str, deleter: LogDeleter) -> bool:
+    """Make `directory` the replica directory of `topic_id`, before its log is
+    opened; True when it held another topic's log, which is now set aside.
+
+    The file is synced, and so are the directory and the log directory holding
+    it, before any record can be appended: a log with records always says
+    whose it is after a crash or a power loss."""
+    found = read_topic_id(directory)
+    if found == topic_id:
+        return False
+    stale = found is not None
+    if stale:
+        log.warning(
+            "%s belongs to topic id %s, not %s (a deleted topic of the same name): "
+            "deleting it", directory, found, topic_id,
+        )  # fmt: skip
+        deleter.delete(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / PARTITION_METADATA, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        write_all(fd, f"version: {VERSION}\ntopic_id: {topic_id}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(directory)
+    fsync_dir(directory.parent)
+    return stale
