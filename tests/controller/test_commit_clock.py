@@ -80,9 +80,9 @@ def test_a_cancelled_wait_does_not_end_the_others_of_its_group() -> None:
     assert cancelled
 
 
-def test_a_wait_never_outlasts_its_timeout() -> None:
-    """Grouped by slot, a wait may end sooner than asked (by at most one slot),
-    never later than the timer it would have had of its own."""
+def test_a_grouped_wait_ends_at_most_one_slot_sooner_than_asked() -> None:
+    """Grouped by slot, a wait may end sooner than asked, by at most one slot
+    (and its group's timer is due no later than its own would have been)."""
 
     async def scenario() -> tuple[float, float]:
         loop = asyncio.get_running_loop()
