@@ -15,6 +15,7 @@ MetadataFetchStream does, with no gRPC under it.
 
     .venv/bin/python bench/fetch_fanout.py [--brokers 200 --commits 200 --partitions 0 --whole]
     .venv/bin/python bench/fetch_fanout.py --brokers 200 --servicer
+    .venv/bin/python bench/fetch_fanout.py --brokers 200 --floor-answer  # the harness's own cost
 """
 
 from __future__ import annotations
@@ -160,6 +161,47 @@ async def run(
     return spent / (commits * brokers) * 1e6
 
 
+async def run_floor_answer(brokers: int, commits: int) -> float:
+    """The same harness around bench/fanout_floor.py's answer (one future shared by
+    every parked fetch, one small message appended to shared bytes): what the
+    harness itself costs per answer, so that the controller's excess is the rest."""
+    loop = asyncio.get_running_loop()
+    state: dict[str, Any] = {"hw": 0, "commit": loop.create_future()}
+
+    async def floor_answer(request: bpb.MetadataFetchRequest) -> bytes:
+        received_ms = time.time_ns() // 1_000_000
+        if request.fetch_offset >= state["hw"]:
+            await state["commit"]
+        own = bpb.MetadataFetchResponse(
+            is_caught_up=True, controller_receive_time_ms=received_ms, controller_id=1,
+            controller_send_time_ms=time.time_ns() // 1_000_000,
+        )  # fmt: skip
+        return b"shared" + own.SerializeToString()
+
+    spent = 0.0
+    for _ in range(commits):
+        started = time.process_time()
+        requests = [
+            bpb.MetadataFetchRequest(
+                cluster_id="cluster-a",
+                broker_id=b,
+                broker_epoch=5,
+                fetch_offset=state["hw"],
+                max_wait_ms=10_000,
+                current_state=bpb.ONLINE,
+            )
+            for b in range(brokers)
+        ]
+        parked = [asyncio.ensure_future(floor_answer(r)) for r in requests]
+        await asyncio.sleep(0)
+        state["hw"] += 1
+        waiting, state["commit"] = state["commit"], loop.create_future()
+        waiting.set_result(None)
+        await asyncio.gather(*parked)
+        spent += time.process_time() - started
+    return spent / (commits * brokers) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--brokers", default="50,200,500")
@@ -175,13 +217,21 @@ def main() -> None:
         action="store_true",
         help="each fetch through BrokerLifecycleServicer._fetch (implies --whole)",
     )
+    parser.add_argument(
+        "--floor-answer",
+        action="store_true",
+        help="the floor's answer in the same harness (the harness's own cost)",
+    )
     args = parser.parse_args()
     whole = args.whole or args.servicer
     for brokers in (int(b) for b in args.brokers.split(",")):
-        us = asyncio.run(run(brokers, args.commits, args.partitions, whole, args.servicer))
+        if args.floor_answer:
+            us = asyncio.run(run_floor_answer(brokers, args.commits))
+        else:
+            us = asyncio.run(run(brokers, args.commits, args.partitions, whole, args.servicer))
         emit(metric="controller_cpu_us_per_answer", value=round(us, 1), brokers=brokers,
              commits=args.commits, partitions=args.partitions, whole=whole,
-             servicer=args.servicer,
+             servicer=args.servicer, floor_answer=args.floor_answer,
              load_average=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
 
 
