@@ -28,6 +28,8 @@ given), and prints a `fanout_floor_vs_quorum` line with both p99s side by side.
     .venv/bin/python bench/fanout_floor.py [--brokers 200,500 --seconds 15 --rate 20]
     .venv/bin/python bench/fanout_floor.py --brokers 200,500 --systems floor,quorum
     .venv/bin/python bench/fanout_floor.py --brokers 200,500 --answers write  # vs yield
+    .venv/bin/python bench/fanout_floor.py --brokers 200 --systems floor,quorum \
+        --profile-dir /tmp/fanout-profiles   # py-spy and per-thread CPU of both servers
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from report import emit, percentile, process_cpu_s, say
+from spy import Profile
 from write_systems import free_port
 
 from quorum.common.channels import exchange, open_channel
@@ -289,6 +292,10 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
             assert p.stdin is not None
             p.stdin.write("start\n")
             p.stdin.flush()
+        profile = None
+        if args.profile_dir:
+            out = Path(args.profile_dir) / f"floor-{brokers}-brokers.txt"
+            profile = Profile(server.pid, out, args.seconds)
         server_before, window_start = process_cpu_s(server.pid), time.monotonic()
         clients_before = sum(process_cpu_s(p.pid) for p in procs)
         server.stdin.write(f"start {args.seconds}\n")
@@ -298,6 +305,8 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         server_cpu_s = process_cpu_s(server.pid) - server_before
         clients_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - clients_before
         window_s = time.monotonic() - window_start
+        if profile is not None:
+            profile.finish()
         reports = []
         for p in procs:
             out, _ = p.communicate("stop\n", timeout=120)
@@ -334,6 +343,8 @@ def run_quorum(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).with_name("convergence.py")), "--brokers",
                str(brokers), "--seconds", str(args.seconds), "--rate", str(args.rate),
                "--workers", str(args.workers), "--skip-restart"]  # fmt: skip
+    if args.profile_dir:  # the same run, its active controller profiled as the floor's server
+        command[1:2] = [str(Path(__file__).with_name("spy.py")), "convergence", args.profile_dir]
     out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     merged: dict[str, Any] = {"system": "quorum", "brokers": brokers}
     for line in out.splitlines():
@@ -368,6 +379,11 @@ def main() -> None:
         choices=("yield", "write"),
         default="yield",
         help="the server yields its answers (as the controller does) or writes them to the call",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        help="py-spy (--native, 200 Hz) and per-thread CPU of the floor's server and the "
+        "active controller over the window, here (bench/spy.py summary FILE reads them)",
     )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)

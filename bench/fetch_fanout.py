@@ -8,9 +8,14 @@ every parked fetch is answered and its answer encoded to the bytes gRPC would
 send. It reports the process CPU per answer from the commit on (wake, batches,
 encoding); with `--whole`, from before the fetches arrive (their checks and
 heartbeats, the park) to the answers: the part of the fan-out that the
-controller's code decides.
+controller's code decides. `--servicer` (implies `--whole`) sends each fetch
+through the gRPC servicer's own code (`BrokerLifecycleServicer._fetch`: the
+cluster id, throttle and ACL checks, the wire times) as the controller's
+MetadataFetchStream does, with no gRPC under it.
 
     .venv/bin/python bench/fetch_fanout.py [--brokers 200 --commits 200 --partitions 0 --whole]
+    .venv/bin/python bench/fetch_fanout.py --brokers 200 --servicer
+    .venv/bin/python bench/fetch_fanout.py --brokers 200 --floor-answer  # the harness's own cost
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -89,8 +95,18 @@ def registration(broker_id: int) -> bpb.RegisterBrokerRequest:
     )
 
 
+class NoContext:
+    """The servicer's `context` where no call is refused (nothing is read from it)."""
+
+    async def abort_with_status(self, status: object) -> None:
+        raise AssertionError(f"refused: {status}")
+
+
 async def answer(c: QuorumController, request: bpb.MetadataFetchRequest) -> bytes:
     """What the servicer hands gRPC: encoded bytes (main's code: a message it serializes)."""
+    servicer = SERVICERS.get(id(c))
+    if servicer is not None:
+        return await servicer._fetch(request, NoContext())
     if hasattr(c, "metadata_fetch_answer"):
         return bytes((await c.metadata_fetch_answer(request, 0)).encode())
     return bytes((await c.metadata_fetch(request, 0)).SerializeToString())
@@ -107,14 +123,25 @@ async def commit(c: QuorumController, i: int, partitions: int) -> None:
     assert reply.topics[0].error.error_code == 0, reply
 
 
-async def run(brokers: int, commits: int, partitions: int, whole: bool = False) -> float:
+SERVICERS: dict[int, Any] = {}  # controller id -> its servicer, with --servicer
+
+
+async def run(
+    brokers: int, commits: int, partitions: int, whole: bool = False, servicer: bool = False
+) -> float:
     raft = InstantRaft()
     c = QuorumController(raft, MetadataImage(), "cluster-a", {1: "a:1"})
+    if servicer:
+        from quorum.server.admin_servicer import ControllerCalls
+        from quorum.server.broker_servicer import BrokerLifecycleServicer
+
+        SERVICERS[id(c)] = BrokerLifecycleServicer(ControllerCalls(c, {1: "a:1"}), None)
     epochs = {b: (await c.register_broker(registration(b))).broker_epoch for b in range(brokers)}
 
     def fetch(b: int) -> bpb.MetadataFetchRequest:
         return bpb.MetadataFetchRequest(
-            broker_id=b, broker_epoch=epochs[b], fetch_offset=raft.high_watermark,
+            cluster_id="cluster-a", broker_id=b, broker_epoch=epochs[b],
+            fetch_offset=raft.high_watermark,
             max_wait_ms=10_000, current_state=bpb.ONLINE,
         )  # fmt: skip
 
@@ -134,6 +161,47 @@ async def run(brokers: int, commits: int, partitions: int, whole: bool = False) 
     return spent / (commits * brokers) * 1e6
 
 
+async def run_floor_answer(brokers: int, commits: int) -> float:
+    """The same harness around bench/fanout_floor.py's answer (one future shared by
+    every parked fetch, one small message appended to shared bytes): what the
+    harness itself costs per answer, so that the controller's excess is the rest."""
+    loop = asyncio.get_running_loop()
+    state: dict[str, Any] = {"hw": 0, "commit": loop.create_future()}
+
+    async def floor_answer(request: bpb.MetadataFetchRequest) -> bytes:
+        received_ms = time.time_ns() // 1_000_000
+        if request.fetch_offset >= state["hw"]:
+            await state["commit"]
+        own = bpb.MetadataFetchResponse(
+            is_caught_up=True, controller_receive_time_ms=received_ms, controller_id=1,
+            controller_send_time_ms=time.time_ns() // 1_000_000,
+        )  # fmt: skip
+        return b"shared" + own.SerializeToString()
+
+    spent = 0.0
+    for _ in range(commits):
+        started = time.process_time()
+        requests = [
+            bpb.MetadataFetchRequest(
+                cluster_id="cluster-a",
+                broker_id=b,
+                broker_epoch=5,
+                fetch_offset=state["hw"],
+                max_wait_ms=10_000,
+                current_state=bpb.ONLINE,
+            )
+            for b in range(brokers)
+        ]
+        parked = [asyncio.ensure_future(floor_answer(r)) for r in requests]
+        await asyncio.sleep(0)
+        state["hw"] += 1
+        waiting, state["commit"] = state["commit"], loop.create_future()
+        waiting.set_result(None)
+        await asyncio.gather(*parked)
+        spent += time.process_time() - started
+    return spent / (commits * brokers) * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--brokers", default="50,200,500")
@@ -144,11 +212,26 @@ def main() -> None:
         action="store_true",
         help="count each fetch's first half too (checks, heartbeat, park), not only the answer",
     )
+    parser.add_argument(
+        "--servicer",
+        action="store_true",
+        help="each fetch through BrokerLifecycleServicer._fetch (implies --whole)",
+    )
+    parser.add_argument(
+        "--floor-answer",
+        action="store_true",
+        help="the floor's answer in the same harness (the harness's own cost)",
+    )
     args = parser.parse_args()
+    whole = args.whole or args.servicer
     for brokers in (int(b) for b in args.brokers.split(",")):
-        us = asyncio.run(run(brokers, args.commits, args.partitions, args.whole))
+        if args.floor_answer:
+            us = asyncio.run(run_floor_answer(brokers, args.commits))
+        else:
+            us = asyncio.run(run(brokers, args.commits, args.partitions, whole, args.servicer))
         emit(metric="controller_cpu_us_per_answer", value=round(us, 1), brokers=brokers,
-             commits=args.commits, partitions=args.partitions, whole=args.whole,
+             commits=args.commits, partitions=args.partitions, whole=whole,
+             servicer=args.servicer, floor_answer=args.floor_answer,
              load_average=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
 
 

@@ -93,6 +93,29 @@ class BrokerRegistry:
             return not broker.fenced
         return broker.fenced and request.current_metadata_offset > broker.broker_epoch
 
+    def plain_beat(
+        self, broker_id: int, broker_epoch: int, metadata_offset: int, reported_state: str
+    ) -> tuple[bool, bool] | None:
+        """A heartbeat that asks for nothing and changes nothing (a MetadataFetch's,
+        most of the time): its session is renewed and (is_fenced, is_caught_up)
+        returned, with no message built. None, and nothing touched, when it is not
+        one: an unknown broker or epoch, or a fenced broker now caught up (each for
+        `build_heartbeat`, which refuses or unfences)."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            return None
+        caught_up = metadata_offset > broker.broker_epoch
+        if broker.fenced and caught_up:
+            return None
+        session = self.sessions.get(broker_id)
+        if session is None:
+            self.sessions[broker_id] = Session(self.clock(), metadata_offset, reported_state)
+        else:
+            session.last_heartbeat = self.clock()
+            session.metadata_offset = metadata_offset
+            session.reported_state = reported_state
+        return broker.fenced, caught_up
+
     def build_register(
         self, request: bpb.RegisterBrokerRequest, next_offset: int
     ) -> tuple[Records, bpb.RegisterBrokerResponse]:

@@ -25,8 +25,11 @@ class CommitClock:
         self._clock_ms = clock_ms
         self._high_watermarks: list[int] = []
         self._times: list[int] = []
-        # One future per parked fetch; a timer handle, not a task, bounds each wait.
-        self._waiters: list[asyncio.Future[bool]] = []
+        # One future per parked fetch, in the group of waits that end together:
+        # one timer per group (not per fetch) ends them, a commit ends them all.
+        # A group's key is its deadline's slot (`GROUP_S`), or below zero.
+        self._groups: dict[int, _Group] = {}
+        self._short = 0
 
     def on_commit(self, high_watermark: int) -> None:
         """Driver callback: the high watermark is now `high_watermark`."""
@@ -37,10 +40,7 @@ class CommitClock:
         if len(self._high_watermarks) > 2 * self._capacity:
             del self._high_watermarks[: self._capacity]
             del self._times[: self._capacity]
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(True)
+        self._end_all(True)
 
     def commit_time_ms(self, last_offset: int) -> int:
         """When the high watermark first passed `last_offset`; 0 when not seen here.
@@ -55,25 +55,67 @@ class CommitClock:
     def wake(self) -> None:
         """End every wait now (this node stopped being the active controller: a
         broker's parked fetch must learn that at once, not when its wait ends)."""
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(False)
+        self._end_all(False)
+
+    @property
+    def waiting(self) -> int:
+        """Waits not ended yet (a cancelled one counts until its group ends)."""
+        return sum(len(group.waiters) for group in self._groups.values())
+
+    def _end_all(self, moved: bool) -> None:
+        groups, self._groups = self._groups, {}
+        for group in groups.values():
+            group.end(moved)
 
     async def wait(self, timeout_s: float) -> bool:
-        """Until the high watermark moves or `timeout_s` passes; True if it moved."""
+        """Until the high watermark moves or `timeout_s` passes; True if it moved.
+
+        A wait of at least `GROUP_S` ends up to `GROUP_S` sooner than asked, with
+        the other waits whose deadline falls in the same `GROUP_S` slot: after a
+        commit every broker parks again within a few milliseconds, and a timer
+        per group instead of per fetch is what answering them costs less by.
+        A shorter wait keeps its own timer."""
         if timeout_s <= 0:
             return False
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append(waiter)
-        timer = loop.call_later(timeout_s, _time_out, waiter)
-        try:
+        if timeout_s < GROUP_S:  # a group of its own, under a key no slot has
+            self._short -= 1
+            timer = loop.call_later(timeout_s, self._time_out, self._short)
+            self._groups[self._short] = _Group(timer, [waiter])
             return await waiter
-        finally:
-            timer.cancel()
+        slot = int((loop.time() + timeout_s) / GROUP_S)
+        group = self._groups.get(slot)
+        if group is None:
+            timer = loop.call_at(slot * GROUP_S, self._time_out, slot)
+            group = self._groups[slot] = _Group(timer, [])
+        group.waiters.append(waiter)
+        return await waiter
+
+    def _time_out(self, key: int) -> None:
+        group = self._groups.pop(key, None)
+        if group is not None:
+            group.end(False)
 
 
-def _time_out(waiter: asyncio.Future[bool]) -> None:
+GROUP_S = 0.01  # waits whose deadlines fall in one such slot share a timer
+
+
+class _Group:
+    """Waits that end together: on a commit (True) or at their timer (False)."""
+
+    __slots__ = ("timer", "waiters")
+
+    def __init__(self, timer: asyncio.TimerHandle, waiters: list[asyncio.Future[bool]]) -> None:
+        self.timer = timer
+        self.waiters = waiters
+
+    def end(self, moved: bool) -> None:
+        self.timer.cancel()
+        for waiter in self.waiters:
+            _end(waiter, moved)
+
+
+def _end(waiter: asyncio.Future[bool], moved: bool) -> None:
     if not waiter.done():
-        waiter.set_result(False)
+        waiter.set_result(moved)

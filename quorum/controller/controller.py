@@ -49,7 +49,7 @@ DEFAULT_MAX_RECORDS = 20_000
 MAX_WAIT_CAP_MS = 10_000
 SNAPSHOT_LAG_RECORDS = 500_000
 
-_BROKER_STATES = frozenset(bpb.BrokerState.values())
+_STATE_NAMES = {value: bpb.BrokerState.Name(value) for value in bpb.BrokerState.values()}
 
 
 class CommitTimeout(Exception):
@@ -241,30 +241,44 @@ class QuorumController:
         # Only the active controller's log holds every committed record: a
         # follower behind the broker must answer NOT_CONTROLLER, not claim the
         # broker's cache is from another log.
-        await self.queue.wait_active()
+        if not self._ready():
+            await self.queue.wait_active()
         if request.fetch_offset > raft.log_end_offset:
             raise ControllerError(
                 ApiError.OFFSET_OUT_OF_RANGE,
                 f"fetch offset {request.fetch_offset} is past the log end "
                 f"{raft.log_end_offset}: the broker's cache is not from this log",
             )
-        beat = await self.heartbeat(
-            bpb.BrokerHeartbeatRequest(
-                cluster_id=request.cluster_id,
-                broker_id=request.broker_id,
-                broker_epoch=request.broker_epoch,
-                current_metadata_offset=request.fetch_offset,
-                want_fence=request.want_fence,
-                want_shutdown=request.want_shutdown,
+        state = _STATE_NAMES[request.current_state]
+        # Most fetches are a heartbeat that asks for nothing and changes nothing:
+        # answered without a heartbeat message; the others as BrokerHeartbeat is.
+        plain = None
+        if not (request.want_fence or request.want_shutdown):
+            plain = self.registry.plain_beat(
+                request.broker_id, request.broker_epoch, request.fetch_offset, state
             )
-        )
-        session = self.registry.sessions.get(request.broker_id)
-        if session is not None:
-            session.reported_state = bpb.BrokerState.Name(request.current_state)
+        if plain is not None:
+            fenced, caught_up = plain
+            shut_down = False
+        else:
+            beat = await self.heartbeat(
+                bpb.BrokerHeartbeatRequest(
+                    cluster_id=request.cluster_id,
+                    broker_id=request.broker_id,
+                    broker_epoch=request.broker_epoch,
+                    current_metadata_offset=request.fetch_offset,
+                    want_fence=request.want_fence,
+                    want_shutdown=request.want_shutdown,
+                )
+            )
+            fenced, caught_up, shut_down = beat.is_fenced, beat.is_caught_up, beat.should_shut_down
+            session = self.registry.sessions.get(request.broker_id)
+            if session is not None:
+                session.reported_state = state
         own = bpb.MetadataFetchResponse(
-            is_fenced=beat.is_fenced,
-            is_caught_up=beat.is_caught_up,
-            should_shut_down=beat.should_shut_down,
+            is_fenced=fenced,
+            is_caught_up=caught_up,
+            should_shut_down=shut_down,
             controller_receive_time_ms=received_ms,
             controller_id=raft.node_id,
         )
@@ -274,7 +288,7 @@ class QuorumController:
                 load_snapshot=snapshot, high_watermark=raft.high_watermark
             )
             return FetchAnswer(shared.SerializeToString(), own)
-        if request.fetch_offset >= raft.high_watermark and not beat.should_shut_down:
+        if request.fetch_offset >= raft.high_watermark and not shut_down:
             await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
             if self.leader.leader_id != raft.node_id:  # woken: no longer active
                 raise NotController(self.leader.leader_id)
@@ -499,6 +513,14 @@ class QuorumController:
 
 def fetch_problems(request: bpb.MetadataFetchRequest) -> list[str]:
     """Everything wrong with a MetadataFetch, found before its heartbeat is applied."""
+    if (
+        request.broker_id >= 0
+        and request.fetch_offset >= 0
+        and request.max_wait_ms >= 0
+        and request.max_records >= 0
+        and request.current_state in _STATE_NAMES
+    ):
+        return []
     problems = [
         f"{name} must not be negative, got {value}"
         for name, value in (
@@ -509,6 +531,6 @@ def fetch_problems(request: bpb.MetadataFetchRequest) -> list[str]:
         )
         if value < 0
     ]
-    if request.current_state not in _BROKER_STATES:
+    if request.current_state not in _STATE_NAMES:
         problems.append(f"current_state {request.current_state} is not a broker state")
     return problems

@@ -85,13 +85,20 @@ class ControllerCalls:
         certificate against the ACLs) and the request's bounds, run `action`, and
         turn its refusal into a status; nothing changes on a refusal. Listings
         leave out the topics the caller may not describe."""
-        await self.check(context, request.cluster_id)
-        await self.access.throttle(context, request)
-        if self.access.enabled and type(request).__name__ not in _SERVED_BY_ANY_CONTROLLER:
-            leader_id = self.controller.leader.leader_id
-            if leader_id != self.controller.node_id:
-                await context.abort_with_status(self.not_controller(leader_id))
-        await self.access.check(context, request)
+        # Each step is awaited only when it can refuse: a broker's MetadataFetch
+        # comes through here thousands of times a second.
+        cluster_id = request.cluster_id
+        if cluster_id and cluster_id != self.controller.cluster_id:
+            await self.check(context, cluster_id)
+        access = self.access
+        if access.limiter.enabled:
+            await access.throttle(context, request)
+        if access.enabled:
+            if type(request).__name__ not in _SERVED_BY_ANY_CONTROLLER:
+                leader_id = self.controller.leader.leader_id
+                if leader_id != self.controller.node_id:
+                    await context.abort_with_status(self.not_controller(leader_id))
+            await access.check(context, request)
         try:
             self.controller.admit(request)
             result = action()

@@ -229,6 +229,43 @@ def test_heartbeats_from_unknown_or_stale_brokers_are_refused() -> None:
     assert caught.value.error is ApiError.STALE_BROKER_EPOCH
 
 
+def test_a_plain_beat_renews_the_session_as_a_heartbeat_does_and_writes_nothing() -> None:
+    """A MetadataFetch's heartbeat without a message (`plain_beat`): the same
+    answer and the same session as `build_heartbeat` gives, and no write."""
+    c = Cluster()
+    c.online(1)
+    epoch = c.image.brokers[1].broker_epoch
+    before = c.image.digest()
+    c.clock.advance(TIMEOUT_S - 0.1)
+    assert c.registry.plain_beat(1, epoch, c.next_offset, "ONLINE") == (False, True)
+    c.clock.advance(0.2)
+    assert c.registry.expired() == []  # the session was renewed
+    session = c.registry.sessions[1]
+    assert (session.metadata_offset, session.reported_state) == (c.next_offset, "ONLINE")
+    assert c.image.digest() == before
+    # A fenced broker not yet caught up: answered fenced, nothing written either.
+    c.register(2)
+    epoch2 = c.image.brokers[2].broker_epoch
+    assert c.registry.plain_beat(2, epoch2, epoch2, "STARTING") == (True, False)
+    assert c.registry.sessions[2].reported_state == "STARTING"
+
+
+def test_a_beat_that_must_write_or_be_refused_is_not_plain() -> None:
+    """Unknown broker, stale epoch, a fenced broker now caught up (to unfence):
+    `plain_beat` declines and touches nothing, for `build_heartbeat` to handle."""
+    c = Cluster()
+    c.online(1)
+    epoch = c.register(2)
+    sessions = {b: (s.last_heartbeat, s.metadata_offset) for b, s in c.registry.sessions.items()}
+    c.clock.advance(1.0)
+    assert c.registry.plain_beat(9, 0, c.next_offset, "ONLINE") is None
+    assert c.registry.plain_beat(1, c.image.brokers[1].broker_epoch - 1, 5, "ONLINE") is None
+    assert c.registry.plain_beat(2, epoch, epoch + 1, "STARTING") is None
+    after = {b: (s.last_heartbeat, s.metadata_offset) for b, s in c.registry.sessions.items()}
+    assert after == sessions
+    assert c.state(2) == "FENCED"
+
+
 def test_an_unfenced_broker_takes_back_the_offline_partitions_it_can_lead() -> None:
     c = Cluster()
     c.online(1, 2)

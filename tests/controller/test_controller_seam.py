@@ -83,3 +83,39 @@ def test_a_parked_metadata_fetch_ends_at_once_when_the_controller_stops_being_ac
         assert caught.value.leader_id == 2
 
     asyncio.run(scenario())
+
+
+def test_a_metadata_fetch_is_a_heartbeat_whether_it_writes_or_not() -> None:
+    """The first caught-up fetch unfences (a write, as BrokerHeartbeat would);
+    the next ones change nothing and still renew the session and report the
+    broker's state; a stale epoch is refused and renews nothing."""
+    raft = FakeRaft()
+    c = controller(raft)
+    epoch = register(c, 101)
+
+    def fetch(state: int, broker_epoch: int = epoch) -> bpb.MetadataFetchRequest:
+        return bpb.MetadataFetchRequest(
+            broker_id=101, broker_epoch=broker_epoch, fetch_offset=raft.high_watermark,
+            max_wait_ms=0, current_state=state,
+        )  # fmt: skip
+
+    async def scenario() -> None:
+        first = await c.metadata_fetch(fetch(bpb.FENCED), received_ms=0)
+        assert (first.is_fenced, first.is_caught_up) == (False, True)
+        assert c.image.brokers[101].fenced is False
+        proposed = len(raft.batches)
+        second = await c.metadata_fetch(fetch(bpb.ONLINE), received_ms=0)
+        assert (second.is_fenced, second.is_caught_up, second.should_shut_down) == (
+            False, True, False,
+        )  # fmt: skip
+        assert len(raft.batches) == proposed, "a plain heartbeat wrote"
+        session = c.registry.sessions[101]
+        assert (session.reported_state, session.metadata_offset) == ("ONLINE", raft.high_watermark)
+        beaten = session.last_heartbeat
+        with pytest.raises(ControllerError) as caught:
+            await c.metadata_fetch(fetch(bpb.STOPPING, epoch - 1), received_ms=0)
+        assert caught.value.error is ApiError.STALE_BROKER_EPOCH
+        assert c.registry.sessions[101].last_heartbeat == beaten
+        assert c.registry.sessions[101].reported_state == "ONLINE"
+
+    asyncio.run(scenario())
