@@ -47,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proc_threads import ProcessWatch, collector_clock
 from report import emit, percentile, process_cpu_s, say
 from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
@@ -68,6 +69,7 @@ async def worker(args: argparse.Namespace) -> None:
     from quorum.common.clocks import wall_clock_ms
 
     process.tune_collector()  # as a broker process does
+    gc_time = collector_clock()
 
     agents = []
     for broker_id in range(args.first_id, args.first_id + args.count):
@@ -101,8 +103,13 @@ async def worker(args: argparse.Namespace) -> None:
 
         return counted
 
+    parts: collections.Counter[str] = collections.Counter()  # --time-parts: CPU seconds
     for a in agents:
         a.stats.on_apply_lag.append(observe)
+        if args.time_parts:
+            a.cache.append = timed(parts, "cache_append", a.cache.append)  # type: ignore[method-assign]
+            a._apply = timed_coroutine(parts, "apply", a._apply)  # type: ignore[method-assign]
+            a._expand_isrs = timed_coroutine(parts, "expand_isrs", a._expand_isrs)  # type: ignore[method-assign]
         a.cache.append = counting(a.cache.append)  # type: ignore[method-assign]
     tasks = [asyncio.ensure_future(a.run()) for a in agents]
     loop = asyncio.get_running_loop()
@@ -121,6 +128,8 @@ async def worker(args: argparse.Namespace) -> None:
                 a.stats.apply_lag_ms.clear()
                 a.stats.fetches = 0
                 a.stats.fetch_errors = 0
+            gc_time["s"] = 0.0
+            parts.clear()
             print("started", flush=True)
         elif line in ("stop", ""):
             break
@@ -129,7 +138,9 @@ async def worker(args: argparse.Namespace) -> None:
     fetches = sum(a.stats.fetches for a in agents)
     errors = sum(a.stats.fetch_errors for a in agents)
     print(json.dumps({"lags": lags, "late": late, "fetches": fetches, "fetch_errors": errors,
-                      "types": types, "seconds": seconds}), flush=True)  # fmt: skip
+                      "types": types, "seconds": seconds, "gc_s": gc_time["s"],
+                      "parts": parts}),
+          flush=True)  # fmt: skip
     for task in tasks:
         task.cancel()
     for task in tasks:
@@ -138,6 +149,33 @@ async def worker(args: argparse.Namespace) -> None:
     for a in agents:
         await a.client.close()
         a.cache.close()
+
+
+def timed(parts: collections.Counter[str], name: str, call: Any) -> Any:
+    """`--time-parts`: the loop thread's CPU inside `call`, added up under `name`."""
+
+    def run(*args: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return call(*args)
+        finally:
+            parts[name] += time.thread_time() - began
+
+    return run
+
+
+def timed_coroutine(parts: collections.Counter[str], name: str, call: Any) -> Any:
+    """As `timed`, for a coroutine that does not suspend on the path measured
+    (`_apply`; `_expand_isrs` without an AlterPartition to send)."""
+
+    async def run(*args: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return await call(*args)
+        finally:
+            parts[name] += time.thread_time() - began
+
+    return run
 
 
 async def caught_up(agents: list[Any]) -> None:
@@ -200,7 +238,7 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--first-id", str(next_id), "--count",
              str(count), "--voters", voters, "--cluster-id", system.cluster_id,
-             "--root", str(root)],
+             "--root", str(root), *(["--time-parts"] if args.time_parts else [])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         ))  # fmt: skip
         next_id += count
@@ -217,6 +255,11 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
             assert p.stdout.readline().strip() == "started"
         leader_pid = system.members.procs[system.leader()].pid
         profiler = start_profiler(leader_pid, brokers, args)
+        watch = None
+        if args.profile_agent_dir:  # one agents' process: py-spy and its threads
+            out = Path(args.profile_agent_dir) / f"agents-{brokers}-brokers.txt"
+            watch = ProcessWatch(procs[0].pid, VENV_BIN / "py-spy", out, args.seconds,
+                                 args.profile_rate)  # fmt: skip
         cpu_before, window_start = process_cpu_s(leader_pid), time.monotonic()
         agents_before = sum(process_cpu_s(p.pid) for p in procs)
         changes = asyncio.run(change_stream(system, args.rate, args.seconds))
@@ -224,6 +267,7 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         controller_cpu_s = process_cpu_s(leader_pid) - cpu_before
         agents_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - agents_before
         window_s = time.monotonic() - window_start
+        threads = watch.finish() if watch is not None else None
         if profiler is not None:
             profiler.wait(timeout=120)
         reports = []
@@ -260,12 +304,22 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
     types = sum((collections.Counter(r.get("types", {})) for r in reports), collections.Counter())
     emit(metric="metadata_fetch_per_s", value=round(fetches / seconds, 1), fetch_errors=errors,
          applied_record_types=dict(types), **params)  # fmt: skip
+    parts = sum((collections.Counter(r.get("parts", {})) for r in reports), collections.Counter())
+    if parts:  # --time-parts: the agents' own code, per fetch, as the loop thread ran it
+        emit(metric="agent_parts_cpu_us_per_fetch",
+             **{k: round(v / max(fetches, 1) * 1e6, 1) for k, v in parts.items()},
+             **params)  # fmt: skip
     emit(metric="controller_cpu_us_per_commit_per_broker",
          value=round(controller_cpu_s / max(changes, 1) / brokers * 1e6, 1),
          controller_cpu_s=round(controller_cpu_s, 2),
          controller_cpu_share=round(controller_cpu_s / window_s, 3),
          controller_cpu_us_per_fetch=round(controller_cpu_s / max(fetches, 1) * 1e6, 1),
-         agents_cpu_share=round(agents_cpu_s / window_s, 3), **params)  # fmt: skip
+         agents_cpu_share=round(agents_cpu_s / window_s, 3),
+         agents_cpu_us_per_fetch=round(agents_cpu_s / max(fetches, 1) * 1e6, 1),
+         agents_gc_s=round(sum(r.get("gc_s", 0.0) for r in reports), 3), **params)  # fmt: skip
+    if threads is not None:
+        emit(metric="agent_process_threads", fetches=reports[0]["fetches"],
+             seconds=round(window_s, 2), threads=threads, **params)  # fmt: skip
 
 
 def start_profiler(
@@ -346,6 +400,18 @@ def main() -> None:
         help="no restart_to_online (bench/fanout_floor.py's side-by-side)",
     )
     parser.add_argument("--profile-dir", help="py-spy profiles of the active controller here")
+    parser.add_argument(
+        "--profile-agent-dir",
+        help="py-spy profile (--native) and per-thread CPU of one agents' process here",
+    )
+    parser.add_argument(
+        "--profile-rate", type=int, default=200, help="py-spy's for --profile-agent-dir; 0: none"
+    )
+    parser.add_argument(
+        "--time-parts",
+        action="store_true",
+        help="the agents' CPU in their apply, cache append and ISR scan, per fetch",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
