@@ -120,7 +120,11 @@ class BrokerAgent:
         self.state_listeners: list[Callable[[State], None]] = []
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
-        self._parked_fetch: asyncio.Task[bpb.MetadataFetchResponse] | None = None
+        # The task running `run`, and whether it waits in a fetch `request_stop`
+        # may abandon (by cancelling that task: no task of its own per fetch).
+        self._run_task: asyncio.Task[int] | None = None
+        self._parked = False
+        self._abandoned = False
         self._last_ok = time.monotonic()
         self._pending_snapshot: asyncio.Future[None] | None = None
         self._isr_checked_offset = -1
@@ -150,9 +154,15 @@ class BrokerAgent:
         return self.cache.image
 
     def request_stop(self) -> None:
+        """STOPPING starts at once: a parked fetch is abandoned (its task is
+        cancelled there, and `_fetch_or_stop` takes that cancellation back)."""
         self.stop_requested.set()
-        if self._parked_fetch is not None:
-            self._parked_fetch.cancel()
+        task = self._run_task
+        if not self._parked or task is None or task is _current_task():
+            return  # not waiting in a fetch: the loop sees the request next
+        self._parked = False
+        self._abandoned = True
+        task.cancel()
 
     def _set_state(self, state: State) -> None:
         if state != self.state:
@@ -181,6 +191,7 @@ class BrokerAgent:
 
     async def run(self) -> int:
         """Until stopped; 0 when the controller completed the controlled shutdown."""
+        self._run_task = asyncio.current_task()  # type: ignore[assignment]
         self._event("restarted" if self.cache.next_offset > 0 else "started",
                     incarnation_id=self.incarnation_id)  # fmt: skip
         if not await self._register():
@@ -340,27 +351,35 @@ class BrokerAgent:
     async def _fetch_or_stop(
         self, request: bpb.MetadataFetchRequest
     ) -> bpb.MetadataFetchResponse | None:
-        """A parked fetch is abandoned when SIGTERM arrives (`request_stop` cancels
-        it), so STOPPING starts at once. One task per fetch and no waiter on the
-        stop event: this runs once per broker per commit."""
+        """A parked fetch is abandoned when SIGTERM arrives, so STOPPING starts at
+        once: `request_stop` cancels the agent's task while it waits here, and
+        the cancellation is taken back (`uncancel`) unless another one came with
+        it. No task and no stop waiter per fetch: this runs once per broker per
+        commit. A cancellation lands where the task waits (a pending one as
+        well as one whose answer is in but not yet taken), so never elsewhere."""
         fetch = self.client.metadata_fetch(request, deadline_s=self._request_deadline_s())
         if self.state == STOPPING:
             return await fetch
         if self.stop_requested.is_set():
             fetch.close()
             return None
-        task = self._parked_fetch = asyncio.ensure_future(fetch)
+        self._parked = True
         try:
-            return await task
+            return await fetch
         except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if self.stop_requested.is_set() and (me is None or not me.cancelling()):
-                return None  # abandoned by request_stop, not our own cancellation
+            if self._abandoned:
+                self._abandoned = False
+                me = _current_task()
+                if me is None or me.uncancel() == 0:
+                    return None  # abandoned by request_stop, not our own cancellation
             raise
         finally:
-            self._parked_fetch = None
-            if not task.done():
-                task.cancel()
+            self._parked = False
+            if self._abandoned:  # the fetch swallowed the cancellation: take it back
+                self._abandoned = False
+                me = _current_task()
+                if me is not None:
+                    me.uncancel()
 
     async def _fetch_failed(self, err: Exception) -> None:
         self.stats.fetch_errors += 1
@@ -549,3 +568,10 @@ class BrokerAgent:
         log.info(
             "broker %d: ISR expansion for %d partitions (%d refused)", me, len(items), len(failed)
         )
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
