@@ -66,6 +66,13 @@ STATS_WINDOW = 100_000
 # cache ahead of the controllers' log.
 FATAL_FETCH_ERRORS = {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
 REGISTER_RETRY = {"DUPLICATE_BROKER_REGISTRATION", "REQUEST_TIMED_OUT"}
+# Record types that change no broker and no partition: applying only these cannot
+# give `_expand_isrs` anything new to ask for (any other type, a future one too,
+# makes it look again).
+NO_ISR_EFFECT = frozenset({
+    "config", "access_control_entry", "remove_access_control_entry", "producer_ids",
+    "feature_level", "no_op", "leader_change",
+})  # fmt: skip
 
 
 @dataclass
@@ -127,7 +134,7 @@ class BrokerAgent:
         self._abandoned = False
         self._last_ok = time.monotonic()
         self._pending_snapshot: asyncio.Future[None] | None = None
-        self._isr_checked_offset = -1
+        self._isr_stale = True  # brokers or partitions changed since the last ISR look
         self.replicas = replicas
 
     @property
@@ -419,6 +426,11 @@ class BrokerAgent:
         except Exception:
             self.stats.apply_errors += 1
             raise
+        if not self._isr_stale:
+            for a in applied:
+                if a.record_type not in NO_ISR_EFFECT:
+                    self._isr_stale = True
+                    break
         apply_ms = wall_clock_ms()
         commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
         self.stats.records_applied += len(applied)
@@ -510,6 +522,7 @@ class BrokerAgent:
         except Exception:
             self.stats.load_errors += 1
             raise
+        self._isr_stale = True
         self._metadata_applied()
         self.stats.snapshots_loaded += 1
         for observe in self.stats.on_snapshot_load:
@@ -520,11 +533,13 @@ class BrokerAgent:
 
     async def _expand_isrs(self) -> None:
         """Ask to add back to the ISR the online replicas of partitions this broker
-        leads; only when the image moved since the last look."""
-        image = self.image
-        if image.applied_offset == self._isr_checked_offset:
+        leads; only when a broker or a partition changed since the last look: a
+        scan of every partition after each fetch that moved the image ran once
+        per broker per commit in the fan-out, where most commits change a config."""
+        if not self._isr_stale:
             return
-        self._isr_checked_offset = image.applied_offset
+        self._isr_stale = False
+        image = self.image
         me = self.config.node_id
 
         def online(broker_id: int) -> bool:
@@ -560,11 +575,11 @@ class BrokerAgent:
             )
         except (AdminError, NoControllerError) as err:
             log.info("broker %d: AlterPartition failed: %s", me, err)
-            self._isr_checked_offset = -1  # look again after the next fetch
+            self._isr_stale = True  # look again after the next fetch
             return
         failed = [r for r in reply.results if r.error.error_code != 0]
         if failed:
-            self._isr_checked_offset = -1
+            self._isr_stale = True
         log.info(
             "broker %d: ISR expansion for %d partitions (%d refused)", me, len(items), len(failed)
         )
