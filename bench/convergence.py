@@ -20,6 +20,11 @@ estimate). Then:
   changes committed and by the brokers fetching them; beside it the same CPU per
   fetch answered, and the cores the agents' processes used (`--profile-dir` also
   records a py-spy profile of the active controller, when py-spy is installed);
+- with `--profile-agent-dir`, one agents' process's CPU by thread and context
+  switches (`agent_process_threads`) and a py-spy profile (`--profile-rate`);
+  with `--time-parts`, the agents' CPU in their apply, cache append and ISR scan
+  per fetch (`agent_parts_cpu_us_per_fetch`); `--agent-loop uvloop` and
+  `--agent-switch-interval` run the agents' processes as a broker process could;
 - `restart_to_online_s` (once, with a real `broker-agent` process): a broker that
   was `kill -9`ed and fenced is started again; seconds from its process start to
   ONLINE in the active controller's DescribeCluster.
@@ -69,6 +74,8 @@ async def worker(args: argparse.Namespace) -> None:
     from quorum.common.clocks import wall_clock_ms
 
     process.tune_collector()  # as a broker process does
+    if args.agent_switch_interval:  # the controllers' 0.0002; broker processes keep 0.005
+        sys.setswitchinterval(args.agent_switch_interval)
     gc_time = collector_clock()
 
     agents = []
@@ -238,7 +245,9 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--first-id", str(next_id), "--count",
              str(count), "--voters", voters, "--cluster-id", system.cluster_id,
-             "--root", str(root), *(["--time-parts"] if args.time_parts else [])],
+             "--root", str(root), *(["--time-parts"] if args.time_parts else []),
+             "--agent-loop", args.agent_loop,
+             "--agent-switch-interval", str(args.agent_switch_interval)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         ))  # fmt: skip
         next_id += count
@@ -286,6 +295,8 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
     seconds = max(r["seconds"] for r in reports)
     params = {
         "brokers": brokers, "workers": workers, "changes": changes, "rate": args.rate,
+        "agent_loop": args.agent_loop,
+        "agent_switch_interval": args.agent_switch_interval or sys.getswitchinterval(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }  # fmt: skip
     late = [lag for r in reports for lag in r["late"]]
@@ -412,6 +423,19 @@ def main() -> None:
         action="store_true",
         help="the agents' CPU in their apply, cache append and ISR scan, per fetch",
     )
+    parser.add_argument(
+        "--agent-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the agents' processes' event loop: asyncio's (as the floor's clients) or "
+        "uvloop (as a broker process, broker_agent/event_loop.py)",
+    )
+    parser.add_argument(
+        "--agent-switch-interval",
+        type=float,
+        default=0.0,
+        help="sys.setswitchinterval in the agents' processes (default: CPython's 0.005)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -420,7 +444,12 @@ def main() -> None:
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        asyncio.run(worker(args))
+        if args.agent_loop == "uvloop":
+            from broker_agent import event_loop
+
+            event_loop.run(worker(args))
+        else:
+            asyncio.run(worker(args))
         return
     root = Path(tempfile.mkdtemp(prefix="bench-convergence-"))
     system = QuorumSystem(root)
