@@ -417,14 +417,10 @@ class BrokerAgent:
         offset_ms: float,
         exchange: FetchExchange | None = None,
     ) -> None:
-        # One pass over the answer's batches: each read of a protobuf field or
-        # element builds a Python object, and this runs per broker per commit.
-        batches: list[Batch] = []
-        commit_times: dict[int, int] = {}
-        for b in response.batches:
-            base = b.base_offset
-            batches.append(Batch(base, b.epoch, tuple(b.records), b.append_time_ms, b.control))
-            commit_times[base] = b.commit_time_ms
+        batches = [
+            Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms, b.control)
+            for b in response.batches
+        ]
         try:
             applied = self.cache.append(batches)
         except Exception:
@@ -436,6 +432,7 @@ class BrokerAgent:
                     self._isr_stale = True
                     break
         apply_ms = wall_clock_ms()
+        commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
         self.stats.records_applied += len(applied)
         for a in applied:
             commit = commit_times.get(a.batch_base, 0)
