@@ -330,7 +330,8 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
          agents_gc_s=round(sum(r.get("gc_s", 0.0) for r in reports), 3), **params)  # fmt: skip
     if threads is not None:
         emit(metric="agent_process_threads", fetches=reports[0]["fetches"],
-             seconds=round(window_s, 2), threads=threads, **params)  # fmt: skip
+             seconds=round(window_s, 2), threads=threads, io=watch.io if watch else {},
+             **params)  # fmt: skip
 
 
 def start_profiler(

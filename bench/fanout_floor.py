@@ -346,7 +346,7 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
     if threads is not None:
         emit(metric="client_process_threads", system="floor", brokers=brokers,
              fetches=reports[0]["fetches"], seconds=round(window_s, 2),
-             threads=threads)  # fmt: skip
+             threads=threads, io=watch.io if watch else {})  # fmt: skip
     return result
 
 

@@ -96,13 +96,29 @@ class ProcessWatch:
                 command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
         self.before = sample(pid)
+        self.io_before = io_counts(pid)
+        self.io: dict[str, int] = {}
 
     def finish(self) -> dict[str, dict[str, Any]]:
-        """The thread split now (call it at the window's end), then wait for py-spy."""
+        """The thread split now (call it at the window's end), then wait for py-spy;
+        `io` then holds the read and write system calls made over the window."""
         threads = split(self.before, sample(self.pid), self.pid)
+        after = io_counts(self.pid)
+        self.io = {k: after[k] - self.io_before.get(k, 0) for k in after}
         if self.profiler is not None:
             self.profiler.wait(timeout=120)
         return threads
+
+
+def io_counts(pid: int) -> dict[str, int]:
+    """The process's read and write system calls so far (`syscr`, `syscw`): a
+    socket's `sendmsg` and a file's `writev` both count as writes."""
+    counts = {}
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("syscr", "syscw"):
+            counts[key] = int(value)
+    return counts
 
 
 def collector_clock() -> dict[str, float]:
