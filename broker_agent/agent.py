@@ -297,6 +297,11 @@ class BrokerAgent:
     # ---------------------------------------------------------------- fetch
 
     async def _fetch_once(self) -> bpb.MetadataFetchResponse | None:
+        # One turn of the loop first: a commit's answers wake a process's agents
+        # together, and each agent's next request then leaves after all of them
+        # applied, in one burst that gRPC writes to the process's one connection
+        # in fewer system calls (as a task per fetch made it do, one step late).
+        await asyncio.sleep(0)
         stopping = self.state == STOPPING
         request = bpb.MetadataFetchRequest(
             cluster_id=self.cluster_id,
