@@ -3,8 +3,9 @@
 `bench/convergence.py` measures fan-out end to end, where the agents' CPU per
 fetch is gRPC's and the agent's together. This bench runs one real `BrokerAgent`
 with its real metadata cache on disk in-process, over a scripted controller that
-answers every fetch at once with one new topic config record (what a caught-up
-broker gets per commit in convergence.py), encoded and parsed as gRPC would. It
+answers every fetch after one turn of the event loop with one new topic config
+record (what a caught-up broker gets per commit in convergence.py), encoded and
+parsed as gRPC would. It
 reports the process CPU per fetch: the fetch loop, the apply into the cache and
 its local log, the stats; the part of the agent's cost that the agent's code
 decides (`bench/fanout_floor.py` measures gRPC's).
@@ -50,6 +51,7 @@ class OneRecordPerFetch:
         return bpb.RegisterBrokerResponse(broker_epoch=7)
 
     async def metadata_fetch(self, request: Any, deadline_s: float = 0) -> Any:
+        await asyncio.sleep(0)  # a fetch over gRPC waits for its answer at least once
         self.answered += 1
         if self.answered > self.fetches + WARM_UP:
             if not self.done.done():

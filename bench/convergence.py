@@ -20,6 +20,11 @@ estimate). Then:
   changes committed and by the brokers fetching them; beside it the same CPU per
   fetch answered, and the cores the agents' processes used (`--profile-dir` also
   records a py-spy profile of the active controller, when py-spy is installed);
+- with `--profile-agent-dir`, one agents' process's CPU by thread and context
+  switches (`agent_process_threads`) and a py-spy profile (`--profile-rate`);
+  with `--time-parts`, the agents' CPU in their apply, cache append and ISR scan
+  per fetch (`agent_parts_cpu_us_per_fetch`); `--agent-loop uvloop` and
+  `--agent-switch-interval` run the agents' processes as a broker process could;
 - `restart_to_online_s` (once, with a real `broker-agent` process): a broker that
   was `kill -9`ed and fenced is started again; seconds from its process start to
   ONLINE in the active controller's DescribeCluster.
@@ -47,6 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proc_threads import ProcessWatch, collector_clock
 from report import emit, percentile, process_cpu_s, say
 from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
@@ -68,6 +74,9 @@ async def worker(args: argparse.Namespace) -> None:
     from quorum.common.clocks import wall_clock_ms
 
     process.tune_collector()  # as a broker process does
+    if args.agent_switch_interval:  # the controllers' 0.0002; broker processes keep 0.005
+        sys.setswitchinterval(args.agent_switch_interval)
+    gc_time = collector_clock()
 
     agents = []
     for broker_id in range(args.first_id, args.first_id + args.count):
@@ -101,8 +110,13 @@ async def worker(args: argparse.Namespace) -> None:
 
         return counted
 
+    parts: collections.Counter[str] = collections.Counter()  # --time-parts: CPU seconds
     for a in agents:
         a.stats.on_apply_lag.append(observe)
+        if args.time_parts:
+            a.cache.append = timed(parts, "cache_append", a.cache.append)  # type: ignore[method-assign]
+            a._apply = timed_coroutine(parts, "apply", a._apply)  # type: ignore[method-assign]
+            a._expand_isrs = timed_coroutine(parts, "expand_isrs", a._expand_isrs)  # type: ignore[method-assign]
         a.cache.append = counting(a.cache.append)  # type: ignore[method-assign]
     tasks = [asyncio.ensure_future(a.run()) for a in agents]
     loop = asyncio.get_running_loop()
@@ -121,6 +135,8 @@ async def worker(args: argparse.Namespace) -> None:
                 a.stats.apply_lag_ms.clear()
                 a.stats.fetches = 0
                 a.stats.fetch_errors = 0
+            gc_time["s"] = 0.0
+            parts.clear()
             print("started", flush=True)
         elif line in ("stop", ""):
             break
@@ -129,7 +145,9 @@ async def worker(args: argparse.Namespace) -> None:
     fetches = sum(a.stats.fetches for a in agents)
     errors = sum(a.stats.fetch_errors for a in agents)
     print(json.dumps({"lags": lags, "late": late, "fetches": fetches, "fetch_errors": errors,
-                      "types": types, "seconds": seconds}), flush=True)  # fmt: skip
+                      "types": types, "seconds": seconds, "gc_s": gc_time["s"],
+                      "parts": parts}),
+          flush=True)  # fmt: skip
     for task in tasks:
         task.cancel()
     for task in tasks:
@@ -138,6 +156,33 @@ async def worker(args: argparse.Namespace) -> None:
     for a in agents:
         await a.client.close()
         a.cache.close()
+
+
+def timed(parts: collections.Counter[str], name: str, call: Any) -> Any:
+    """`--time-parts`: the loop thread's CPU inside `call`, added up under `name`."""
+
+    def run(*args: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return call(*args)
+        finally:
+            parts[name] += time.thread_time() - began
+
+    return run
+
+
+def timed_coroutine(parts: collections.Counter[str], name: str, call: Any) -> Any:
+    """As `timed`, for a coroutine that does not suspend on the path measured
+    (`_apply`; `_expand_isrs` without an AlterPartition to send)."""
+
+    async def run(*args: Any) -> Any:
+        began = time.thread_time()
+        try:
+            return await call(*args)
+        finally:
+            parts[name] += time.thread_time() - began
+
+    return run
 
 
 async def caught_up(agents: list[Any]) -> None:
@@ -200,7 +245,9 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--worker", "--first-id", str(next_id), "--count",
              str(count), "--voters", voters, "--cluster-id", system.cluster_id,
-             "--root", str(root)],
+             "--root", str(root), *(["--time-parts"] if args.time_parts else []),
+             "--agent-loop", args.agent_loop,
+             "--agent-switch-interval", str(args.agent_switch_interval)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         ))  # fmt: skip
         next_id += count
@@ -217,6 +264,11 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
             assert p.stdout.readline().strip() == "started"
         leader_pid = system.members.procs[system.leader()].pid
         profiler = start_profiler(leader_pid, brokers, args)
+        watch = None
+        if args.profile_agent_dir:  # one agents' process: py-spy and its threads
+            out = Path(args.profile_agent_dir) / f"agents-{brokers}-brokers.txt"
+            watch = ProcessWatch(procs[0].pid, VENV_BIN / "py-spy", out, args.seconds,
+                                 args.profile_rate)  # fmt: skip
         cpu_before, window_start = process_cpu_s(leader_pid), time.monotonic()
         agents_before = sum(process_cpu_s(p.pid) for p in procs)
         changes = asyncio.run(change_stream(system, args.rate, args.seconds))
@@ -224,6 +276,7 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
         controller_cpu_s = process_cpu_s(leader_pid) - cpu_before
         agents_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - agents_before
         window_s = time.monotonic() - window_start
+        threads = watch.finish() if watch is not None else None
         if profiler is not None:
             profiler.wait(timeout=120)
         reports = []
@@ -242,6 +295,8 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
     seconds = max(r["seconds"] for r in reports)
     params = {
         "brokers": brokers, "workers": workers, "changes": changes, "rate": args.rate,
+        "agent_loop": args.agent_loop,
+        "agent_switch_interval": args.agent_switch_interval or sys.getswitchinterval(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }  # fmt: skip
     late = [lag for r in reports for lag in r["late"]]
@@ -260,12 +315,23 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
     types = sum((collections.Counter(r.get("types", {})) for r in reports), collections.Counter())
     emit(metric="metadata_fetch_per_s", value=round(fetches / seconds, 1), fetch_errors=errors,
          applied_record_types=dict(types), **params)  # fmt: skip
+    parts = sum((collections.Counter(r.get("parts", {})) for r in reports), collections.Counter())
+    if parts:  # --time-parts: the agents' own code, per fetch, as the loop thread ran it
+        emit(metric="agent_parts_cpu_us_per_fetch",
+             **{k: round(v / max(fetches, 1) * 1e6, 1) for k, v in parts.items()},
+             **params)  # fmt: skip
     emit(metric="controller_cpu_us_per_commit_per_broker",
          value=round(controller_cpu_s / max(changes, 1) / brokers * 1e6, 1),
          controller_cpu_s=round(controller_cpu_s, 2),
          controller_cpu_share=round(controller_cpu_s / window_s, 3),
          controller_cpu_us_per_fetch=round(controller_cpu_s / max(fetches, 1) * 1e6, 1),
-         agents_cpu_share=round(agents_cpu_s / window_s, 3), **params)  # fmt: skip
+         agents_cpu_share=round(agents_cpu_s / window_s, 3),
+         agents_cpu_us_per_fetch=round(agents_cpu_s / max(fetches, 1) * 1e6, 1),
+         agents_gc_s=round(sum(r.get("gc_s", 0.0) for r in reports), 3), **params)  # fmt: skip
+    if threads is not None:
+        emit(metric="agent_process_threads", fetches=reports[0]["fetches"],
+             seconds=round(window_s, 2), threads=threads, io=watch.io if watch else {},
+             **params)  # fmt: skip
 
 
 def start_profiler(
@@ -346,6 +412,31 @@ def main() -> None:
         help="no restart_to_online (bench/fanout_floor.py's side-by-side)",
     )
     parser.add_argument("--profile-dir", help="py-spy profiles of the active controller here")
+    parser.add_argument(
+        "--profile-agent-dir",
+        help="py-spy profile (--native) and per-thread CPU of one agents' process here",
+    )
+    parser.add_argument(
+        "--profile-rate", type=int, default=200, help="py-spy's for --profile-agent-dir; 0: none"
+    )
+    parser.add_argument(
+        "--time-parts",
+        action="store_true",
+        help="the agents' CPU in their apply, cache append and ISR scan, per fetch",
+    )
+    parser.add_argument(
+        "--agent-loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the agents' processes' event loop: asyncio's (as the floor's clients) or "
+        "uvloop (as a broker process, broker_agent/event_loop.py)",
+    )
+    parser.add_argument(
+        "--agent-switch-interval",
+        type=float,
+        default=0.0,
+        help="sys.setswitchinterval in the agents' processes (default: CPython's 0.005)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -354,7 +445,12 @@ def main() -> None:
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        asyncio.run(worker(args))
+        if args.agent_loop == "uvloop":
+            from broker_agent import event_loop
+
+            event_loop.run(worker(args))
+        else:
+            asyncio.run(worker(args))
         return
     root = Path(tempfile.mkdtemp(prefix="bench-convergence-"))
     system = QuorumSystem(root)

@@ -30,6 +30,13 @@ given), and prints a `fanout_floor_vs_quorum` line with both p99s side by side.
     .venv/bin/python bench/fanout_floor.py --brokers 200,500 --answers write  # vs yield
     .venv/bin/python bench/fanout_floor.py --brokers 200 --systems floor,quorum \
         --profile-dir /tmp/fanout-profiles   # py-spy and per-thread CPU of both servers
+    .venv/bin/python bench/fanout_floor.py --brokers 200 --systems floor,quorum \
+        --profile-clients-dir D               # the same of one client process each
+
+`--profile-clients-dir` records py-spy (`--native`, `--profile-rate` Hz; 0: none) on
+one client process of the floor and one agents' process of the quorum over the
+window, and prints each one's CPU by thread, context switches and collector time
+(and the agents' CPU in their own apply, per fetch: convergence.py `--time-parts`).
 """
 
 from __future__ import annotations
@@ -48,9 +55,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from proc_threads import ProcessWatch, collector_clock
 from report import emit, percentile, process_cpu_s, say
 from spy import Profile
-from write_systems import free_port
+from write_systems import VENV_BIN, free_port
 
 from quorum.common.channels import exchange, open_channel
 from quorum.controller.image_records import config_record
@@ -228,6 +236,7 @@ class Broker:
 
 async def clients(port: int, first_id: int, count: int) -> None:
     """`count` brokers on one event loop; `start` clears their figures, `stop` reports."""
+    gc_time = collector_clock()
     address = f"127.0.0.1:{port}"
     brokers = [Broker(first_id + i, address) for i in range(count)]
     tasks = [asyncio.ensure_future(b.run()) for b in brokers]
@@ -244,13 +253,15 @@ async def clients(port: int, first_id: int, count: int) -> None:
             for b in brokers:
                 b.lags_ms.clear()
                 b.fetches = 0
+            gc_time["s"] = 0.0
         elif line in ("stop", ""):
             break
     seconds = time.monotonic() - started
     lags = [lag for b in brokers for lag in b.lags_ms]
     fetches = sum(b.fetches for b in brokers)
     failed = sum(1 for t in tasks if t.done())
-    print(json.dumps({"lags": lags, "fetches": fetches, "seconds": seconds, "failed": failed}))
+    print(json.dumps({"lags": lags, "fetches": fetches, "seconds": seconds, "failed": failed,
+                      "gc_s": gc_time["s"]}))  # fmt: skip
     for task in tasks:
         task.cancel()
     for b in brokers:
@@ -296,6 +307,11 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         if args.profile_dir:
             out = Path(args.profile_dir) / f"floor-{brokers}-brokers.txt"
             profile = Profile(server.pid, out, args.seconds)
+        watch = None
+        if args.profile_clients_dir:  # one client process: py-spy and its threads
+            out = Path(args.profile_clients_dir) / f"floor-clients-{brokers}-brokers.txt"
+            watch = ProcessWatch(procs[0].pid, VENV_BIN / "py-spy", out, args.seconds,
+                                 args.profile_rate)  # fmt: skip
         server_before, window_start = process_cpu_s(server.pid), time.monotonic()
         clients_before = sum(process_cpu_s(p.pid) for p in procs)
         server.stdin.write(f"start {args.seconds}\n")
@@ -307,6 +323,7 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         window_s = time.monotonic() - window_start
         if profile is not None:
             profile.finish()
+        threads = watch.finish() if watch is not None else None
         reports = []
         for p in procs:
             out, _ = p.communicate("stop\n", timeout=120)
@@ -333,8 +350,13 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         "clients_cpu_share": round(clients_cpu_s / window_s, 3),
         "clients_cpu_us_per_answer": round(clients_cpu_s / max(fetches, 1) * 1e6, 1),
         "brokers_failed": sum(r["failed"] for r in reports), "load_average": load(),
+        "clients_gc_s": round(sum(r["gc_s"] for r in reports), 3),
     }  # fmt: skip
     emit(metric="commit_to_receive_ms", value=result["p99"], **result)
+    if threads is not None:
+        emit(metric="client_process_threads", system="floor", brokers=brokers,
+             fetches=reports[0]["fetches"], seconds=round(window_s, 2),
+             threads=threads, io=watch.io if watch else {})  # fmt: skip
     return result
 
 
@@ -345,6 +367,9 @@ def run_quorum(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
                "--workers", str(args.workers), "--skip-restart"]  # fmt: skip
     if args.profile_dir:  # the same run, its active controller profiled as the floor's server
         command[1:2] = [str(Path(__file__).with_name("spy.py")), "convergence", args.profile_dir]
+    if args.profile_clients_dir:
+        command += ["--profile-agent-dir", args.profile_clients_dir, "--time-parts",
+                    "--profile-rate", str(args.profile_rate)]  # fmt: skip
     out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
     merged: dict[str, Any] = {"system": "quorum", "brokers": brokers}
     for line in out.splitlines():
@@ -385,6 +410,10 @@ def main() -> None:
         help="py-spy (--native, 200 Hz) and per-thread CPU of the floor's server and the "
         "active controller over the window, here (bench/spy.py summary FILE reads them)",
     )
+    parser.add_argument(
+        "--profile-clients-dir", help="py-spy and thread split of one client process each"
+    )
+    parser.add_argument("--profile-rate", type=int, default=200, help="py-spy Hz; 0: none")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)

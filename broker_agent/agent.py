@@ -66,6 +66,13 @@ STATS_WINDOW = 100_000
 # cache ahead of the controllers' log.
 FATAL_FETCH_ERRORS = {"INCONSISTENT_CLUSTER_ID", "INVALID_REQUEST", "OFFSET_OUT_OF_RANGE"}
 REGISTER_RETRY = {"DUPLICATE_BROKER_REGISTRATION", "REQUEST_TIMED_OUT"}
+# Record types that change no broker and no partition: applying only these cannot
+# give `_expand_isrs` anything new to ask for (any other type, a future one too,
+# makes it look again).
+NO_ISR_EFFECT = frozenset({
+    "config", "access_control_entry", "remove_access_control_entry", "producer_ids",
+    "feature_level", "no_op", "leader_change",
+})  # fmt: skip
 
 
 @dataclass
@@ -120,10 +127,14 @@ class BrokerAgent:
         self.state_listeners: list[Callable[[State], None]] = []
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
-        self._parked_fetch: asyncio.Task[bpb.MetadataFetchResponse] | None = None
+        # The task running `run`, and whether it waits in a fetch `request_stop`
+        # may abandon (by cancelling that task: no task of its own per fetch).
+        self._run_task: asyncio.Task[int] | None = None
+        self._parked = False
+        self._abandoned = False
         self._last_ok = time.monotonic()
         self._pending_snapshot: asyncio.Future[None] | None = None
-        self._isr_checked_offset = -1
+        self._isr_stale = True  # brokers or partitions changed since the last ISR look
         self.replicas = replicas
 
     @property
@@ -150,9 +161,15 @@ class BrokerAgent:
         return self.cache.image
 
     def request_stop(self) -> None:
+        """STOPPING starts at once: a parked fetch is abandoned (its task is
+        cancelled there, and `_fetch_or_stop` takes that cancellation back)."""
         self.stop_requested.set()
-        if self._parked_fetch is not None:
-            self._parked_fetch.cancel()
+        task = self._run_task
+        if not self._parked or task is None or task is _current_task():
+            return  # not waiting in a fetch: the loop sees the request next
+        self._parked = False
+        self._abandoned = True
+        task.cancel()
 
     def _set_state(self, state: State) -> None:
         if state != self.state:
@@ -181,6 +198,7 @@ class BrokerAgent:
 
     async def run(self) -> int:
         """Until stopped; 0 when the controller completed the controlled shutdown."""
+        self._run_task = asyncio.current_task()  # type: ignore[assignment]
         self._event("restarted" if self.cache.next_offset > 0 else "started",
                     incarnation_id=self.incarnation_id)  # fmt: skip
         if not await self._register():
@@ -279,6 +297,11 @@ class BrokerAgent:
     # ---------------------------------------------------------------- fetch
 
     async def _fetch_once(self) -> bpb.MetadataFetchResponse | None:
+        # One turn of the loop first: a commit's answers wake a process's agents
+        # together, and each agent's next request then leaves after all of them
+        # applied, in one burst that gRPC writes to the process's one connection
+        # in fewer system calls (as a task per fetch made it do, one step late).
+        await asyncio.sleep(0)
         stopping = self.state == STOPPING
         request = bpb.MetadataFetchRequest(
             cluster_id=self.cluster_id,
@@ -340,27 +363,35 @@ class BrokerAgent:
     async def _fetch_or_stop(
         self, request: bpb.MetadataFetchRequest
     ) -> bpb.MetadataFetchResponse | None:
-        """A parked fetch is abandoned when SIGTERM arrives (`request_stop` cancels
-        it), so STOPPING starts at once. One task per fetch and no waiter on the
-        stop event: this runs once per broker per commit."""
+        """A parked fetch is abandoned when SIGTERM arrives, so STOPPING starts at
+        once: `request_stop` cancels the agent's task while it waits here, and
+        the cancellation is taken back (`uncancel`) unless another one came with
+        it. No task and no stop waiter per fetch: this runs once per broker per
+        commit. A cancellation lands where the task waits (a pending one as
+        well as one whose answer is in but not yet taken), so never elsewhere."""
         fetch = self.client.metadata_fetch(request, deadline_s=self._request_deadline_s())
         if self.state == STOPPING:
             return await fetch
         if self.stop_requested.is_set():
             fetch.close()
             return None
-        task = self._parked_fetch = asyncio.ensure_future(fetch)
+        self._parked = True
         try:
-            return await task
+            return await fetch
         except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if self.stop_requested.is_set() and (me is None or not me.cancelling()):
-                return None  # abandoned by request_stop, not our own cancellation
+            if self._abandoned:
+                self._abandoned = False
+                me = _current_task()
+                if me is None or me.uncancel() == 0:
+                    return None  # abandoned by request_stop, not our own cancellation
             raise
         finally:
-            self._parked_fetch = None
-            if not task.done():
-                task.cancel()
+            self._parked = False
+            if self._abandoned:  # the fetch swallowed the cancellation: take it back
+                self._abandoned = False
+                me = _current_task()
+                if me is not None:
+                    me.uncancel()
 
     async def _fetch_failed(self, err: Exception) -> None:
         self.stats.fetch_errors += 1
@@ -400,6 +431,11 @@ class BrokerAgent:
         except Exception:
             self.stats.apply_errors += 1
             raise
+        if not self._isr_stale:
+            for a in applied:
+                if a.record_type not in NO_ISR_EFFECT:
+                    self._isr_stale = True
+                    break
         apply_ms = wall_clock_ms()
         commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
         self.stats.records_applied += len(applied)
@@ -491,6 +527,7 @@ class BrokerAgent:
         except Exception:
             self.stats.load_errors += 1
             raise
+        self._isr_stale = True
         self._metadata_applied()
         self.stats.snapshots_loaded += 1
         for observe in self.stats.on_snapshot_load:
@@ -501,11 +538,13 @@ class BrokerAgent:
 
     async def _expand_isrs(self) -> None:
         """Ask to add back to the ISR the online replicas of partitions this broker
-        leads; only when the image moved since the last look."""
-        image = self.image
-        if image.applied_offset == self._isr_checked_offset:
+        leads; only when a broker or a partition changed since the last look: a
+        scan of every partition after each fetch that moved the image ran once
+        per broker per commit in the fan-out, where most commits change a config."""
+        if not self._isr_stale:
             return
-        self._isr_checked_offset = image.applied_offset
+        self._isr_stale = False
+        image = self.image
         me = self.config.node_id
 
         def online(broker_id: int) -> bool:
@@ -541,11 +580,18 @@ class BrokerAgent:
             )
         except (AdminError, NoControllerError) as err:
             log.info("broker %d: AlterPartition failed: %s", me, err)
-            self._isr_checked_offset = -1  # look again after the next fetch
+            self._isr_stale = True  # look again after the next fetch
             return
         failed = [r for r in reply.results if r.error.error_code != 0]
         if failed:
-            self._isr_checked_offset = -1
+            self._isr_stale = True
         log.info(
             "broker %d: ISR expansion for %d partitions (%d refused)", me, len(items), len(failed)
         )
+
+
+def _current_task() -> asyncio.Task[object] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
