@@ -137,6 +137,7 @@ class ReplicaManager:
         self._topic_configs: Mapping[str, Mapping[str, str]] = {}
         self._metadata: BrokerView | None = None
         self._failed_opens: set[Key] = set()  # tried again at the next metadata
+        self._strays_removed = False
         self._isr_sender = (
             IsrChangeSender(
                 broker_id, isr_changer, self._settle_isr_change, self._tasks, lambda: self._closed
@@ -194,6 +195,10 @@ class ReplicaManager:
             self._metadata = BrokerView(self.broker_id)
         changed = self._metadata.update(image)
         self._wanted, self._topic_configs = self._metadata.partitions, self._metadata.topic_configs
+        if not self._strays_removed:  # the first image: the broker has caught up
+            self._strays_removed = True
+            hosted = self.partitions.keys() | self._opener.opening.keys()
+            topic_identity.remove_strays(self.log_dir, self._wanted, hosted, self._deleter)
         self._apply_wanted(changed, open_in_background, open_new=True)
 
     def apply_metadata(self, view: MetadataView, *, open_in_background: bool = False) -> None:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Container, Mapping
 from pathlib import Path
 
+from broker_agent.partitions.assignments import PartitionAssignment
 from broker_agent.partitions.log_deleter import LogDeleter
 from quorum.common.fsutil import write_all
 
@@ -69,3 +71,30 @@ def claim(directory: Path, topic_id: str, deleter: LogDeleter) -> bool:
     finally:
         os.close(fd)
     return stale
+
+
+def remove_strays(
+    log_dir: Path,
+    wanted: Mapping[tuple[str, int], PartitionAssignment],
+    hosted: Container[tuple[str, int]],
+    deleter: LogDeleter,
+) -> list[str]:
+    """Set aside the replica directories whose topic id says they are no replica
+    of this broker any more (the topic was deleted, or the partition moved away,
+    while the broker was down); their names. Called once the broker's image has
+    caught up (the replica manager's first image), as Kafka's brokers look for
+    stray logs. A directory without a readable `partition.metadata` (older, or
+    not a replica's), and one hosted or being opened, is left alone."""
+    strays = []
+    for path in log_dir.iterdir():
+        topic, _, partition = path.name.rpartition("-")
+        if not topic or not partition.isdigit() or not path.is_dir():
+            continue  # also skips the `-delete` directories
+        key = (topic, int(partition))
+        if key in wanted or key in hosted:
+            continue  # a wanted one is claimed when its log opens, whatever its id
+        if read_topic_id(path) is not None:
+            log.info("%s: a stray replica (its topic was deleted or it moved away)", path)
+            deleter.delete(path)
+            strays.append(path.name)
+    return strays

@@ -186,3 +186,49 @@ def test_recreated_while_the_old_log_was_opening(
             await rm.close()
 
     asyncio.run(go())
+
+
+def test_strays_are_removed_at_the_first_image_and_nothing_else(tmp_path: Path) -> None:
+    """A broker restarted after its topic was deleted (or its partition moved
+    away) removes that replica's directory once its image has caught up; a
+    directory without `partition.metadata`, and the hosted replicas, stay."""
+
+    async def go() -> None:
+        rm = manager(tmp_path)
+        two = MetadataView(
+            tuple(
+                PartitionAssignment(t, f"id-{t}", 0, (BROKER,), (BROKER,), BROKER, 0, 0)
+                for t in ("orders", "gone")
+            ),
+            {"orders": {}, "gone": {}},
+        )
+        rm.apply_metadata(two)
+        await append(rm, b"kept")
+        await rm.close()
+        (tmp_path / "legacy-0").mkdir()  # no partition.metadata: not known to be a replica
+        (tmp_path / "legacy-0" / "00000000000000000000.log").write_bytes(b"")
+        (tmp_path / "not-a-replica").mkdir()
+        meta = Meta()
+        meta.add(topic=md.TopicRecord(name="orders", topic_id="id-orders"))
+        mine = [BROKER]
+        part = md.PartitionRecord(
+            topic_id="id-orders", partition_id=0, replicas=mine, isr=mine, leader=BROKER
+        )
+        meta.add(partition=part)
+        rm = manager(tmp_path)  # restarted: "gone" was deleted meanwhile
+        try:
+            rm.on_metadata(meta.image, open_in_background=True)
+            await settled(rm)
+            rm._deleter.wait()
+            names = sorted(p.name for p in tmp_path.iterdir())
+            assert names == ["legacy-0", "not-a-replica", "orders-0"], names
+            assert log_end(rm) == 1
+            # Only at the first image: a directory appearing later is not looked at.
+            stray = tmp_path / "late-0"
+            assert topic_identity.claim(stray, "id-late", rm._deleter) is False
+            rm.on_metadata(meta.add(register_broker=md.RegisterBrokerRecord(broker_id=7)))
+            assert stray.exists()
+        finally:
+            await rm.close()
+
+    asyncio.run(go())
