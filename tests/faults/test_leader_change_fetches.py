@@ -128,7 +128,10 @@ def measure(
     print(json.dumps(figures))
     for follower, delays in answers.items():
         for delay in delays:
-            assert -0.002 <= delay <= ANSWER_BOUND_S, (label, follower, delays, figures)
+            # Whole milliseconds (the stamps'), so that -2 ms is not read as
+            # -2.0000001 ms from the float difference of two epoch times.
+            delay_ms = round(delay * 1000)
+            assert -2 <= delay_ms <= ANSWER_BOUND_S * 1000, (label, follower, delays, figures)
     for follower, delay in follows.items():
         assert delay <= FOLLOW_BOUND_S, (label, follower, figures)
     return figures
