@@ -29,6 +29,7 @@ import collections
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import proc_threads
 from report import emit, process_cpu_s, say
 
 PY_SPY = Path(sys.executable).parent / "py-spy"
@@ -70,6 +72,14 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
     return dict(by_name)
 
 
+def tid_stats(pid: int) -> dict[str, list[float]]:
+    """Per thread id: [CPU s, of it in the kernel, voluntary, involuntary switches]."""
+    return {
+        str(tid): [t.cpu_s, t.system_s, t.voluntary, t.involuntary]
+        for tid, t in proc_threads.sample(pid).items()
+    }
+
+
 class Profile:
     """py-spy on `pid` for `seconds`, and its threads' CPU over the same window."""
 
@@ -94,6 +104,17 @@ class Profile:
                        "--duration", str(max(1, int(seconds)))]  # fmt: skip
             self.spy = subprocess.Popen(command, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)  # fmt: skip
+        self.perf: subprocess.Popen[bytes] | None = None
+        if os.environ.get("SPY_PERF", "") == "1" and shutil.which("perf"):
+            # perf samples every thread's C frames (gRPC's core, CPython, the
+            # kernel's system calls) without stopping the process, on CPU time.
+            what = os.environ.get("SPY_PERF_EVENTS", "").split() or ["-F", "499"]
+            command = ["perf", "record", *what, "-g", "-p", str(pid),
+                       "-o", str(out.with_suffix(".perf.data")), "--", "sleep",
+                       str(max(1, int(seconds)))]  # fmt: skip
+            self.perf = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)  # fmt: skip
+        self.tids_before = tid_stats(pid)
 
     def finish(self) -> dict[str, Any]:
         """The threads' CPU since the start (read now) and the profile (once written)."""
@@ -104,11 +125,21 @@ class Profile:
             name: round(after[name] - self.threads_before.get(name, 0.0), 3)
             for name in sorted(after, key=lambda n: -(after[n] - self.threads_before.get(n, 0)))
         }
+        zero = [0.0, 0.0, 0, 0]
+        tids = {
+            tid: [
+                round(a - b, 3) for a, b in zip(now, self.tids_before.get(tid, zero), strict=True)
+            ]
+            for tid, now in tid_stats(self.pid).items()
+        }
         if self.spy is not None:
             self.spy.wait(timeout=120)
+        if self.perf is not None:
+            self.perf.wait(timeout=120)
         result = {"pid": self.pid, "window_s": round(window_s, 2), "cpu_s": round(cpu_s, 3),
                   "threads_cpu_s": threads, "profile": str(self.out),
-                  "thread_names": thread_names(self.pid)}  # fmt: skip
+                  "thread_names": thread_names(self.pid),
+                  "tids_cpu_sys_vol_invol": tids}  # fmt: skip
         self.out.with_suffix(".threads.json").write_text(json.dumps(result, indent=1))
         return result
 
