@@ -308,6 +308,36 @@ def background(args: argparse.Namespace) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def switches(perf_data: Path, tid: int, top: int = 12) -> list[tuple[int, str, str, str]]:
+    """A `SPY_PERF_EVENTS="-e sched:sched_switch"` recording, one thread's switches
+    out, grouped by how it left the CPU (S: it slept; R: it was preempted), the
+    innermost user-space frame and the system call or kernel path it left from
+    (e.g. R after `write`: its write woke a thread that took the CPU)."""
+    text = subprocess.run(
+        ["perf", "script", "-i", str(perf_data), "--tid", str(tid), "-F", "tid,trace,ip,sym"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    found: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    state, frames = "", []
+
+    def count() -> None:
+        if not state:
+            return
+        user = [f.split(None, 1)[-1] for f in frames if not f.startswith("ffffffff")]
+        kernel = [f.split(None, 1)[-1] for f in frames if f.startswith("ffffffff")]
+        via = [k for k in kernel if k.startswith(("__x64_sys", "exit_to_user", "irqentry"))]
+        found[(state, user[0] if user else "?", via[0] if via else "?")] += 1
+
+    for line in text.splitlines():
+        if "prev_state=" in line:
+            count()
+            state, frames = line.split("prev_state=")[1].split()[0], []
+        elif line.strip():
+            frames.append(line.strip())
+    count()
+    return [(n, *key) for key, n in found.most_common(top)]
+
+
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "convergence":
         convergence(sys.argv[2], sys.argv[3:])
@@ -321,7 +351,14 @@ def main() -> None:
     sm = sub.add_parser("summary")
     sm.add_argument("file")
     sm.add_argument("--top", type=int, default=25)
+    sw = sub.add_parser("switches", help="one thread's context switches (perf sched_switch)")
+    sw.add_argument("perf_data")
+    sw.add_argument("--tid", type=int, required=True, help="the main thread's: the pid")
     args = parser.parse_args()
+    if args.mode == "switches":
+        for n, state, frame, via in switches(Path(args.perf_data), args.tid):
+            print(f"{n:8d}  {state}  {frame}  ({via})")
+        return
     if args.mode == "background":
         say(f"== background: three controllers, no brokers, {args.rate} commits/s")
         background(args)
