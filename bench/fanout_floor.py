@@ -203,6 +203,9 @@ async def wake_idle(log: FloorLog) -> None:
 # ------------------------------------------------------------------ client side
 
 
+CLIENT_WORK_S = 0.0  # --client-work-us
+
+
 class Broker:
     def __init__(self, broker_id: int, address: str) -> None:
         self.broker_id = broker_id
@@ -230,6 +233,10 @@ class Broker:
                     if commit_us:
                         self.lags_ms.append((now_us - commit_us) / 1000)
             self.next_offset = response.high_watermark
+            if CLIENT_WORK_S:  # the agent's apply, standing in: the loop's CPU, no await
+                until = time.perf_counter() + CLIENT_WORK_S
+                while time.perf_counter() < until:
+                    pass
             if not self.first.done():
                 self.first.set_result(None)
 
@@ -291,7 +298,8 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         next_id = 1001
         for count in per:
             procs.append(subprocess.Popen(
-                [*me, "--client", str(port), "--first-id", str(next_id), "--count", str(count)],
+                [*me, "--client", str(port), "--first-id", str(next_id), "--count", str(count),
+                 "--client-work-us", str(args.client_work_us)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             ))  # fmt: skip
             next_id += count
@@ -414,6 +422,11 @@ def main() -> None:
         "--profile-clients-dir", help="py-spy and thread split of one client process each"
     )
     parser.add_argument("--profile-rate", type=int, default=200, help="py-spy Hz; 0: none")
+    parser.add_argument(
+        "--client-work-us", type=float, default=0.0,
+        help="CPU each floor client spends after an answer before its next request "
+        "(a broker agent's apply: 45-62 us in bench/agent_fetch_cost.py)",
+    )  # fmt: skip
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--client", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--first-id", type=int, help=argparse.SUPPRESS)
@@ -425,6 +438,8 @@ def main() -> None:
         asyncio.run(serve(args.serve, args.rate, args.answers))
         return
     if args.client:
+        global CLIENT_WORK_S
+        CLIENT_WORK_S = args.client_work_us / 1e6
         asyncio.run(clients(args.client, args.first_id, args.count))
         return
     systems = args.systems.split(",")
