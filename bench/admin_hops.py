@@ -288,6 +288,8 @@ def by_position(placed: list[Placed], events: dict[str, list[tuple[int, str]]], 
                         handler_out,
                         last(mine, "forward<"),
                     )
+                    add("  of it: reply at the broker -> answer written",
+                        last(mine, "forward<"), last(mine, "listen<"))  # fmt: skip
                     add("  of it: answer written -> client", last(mine, "listen<"), end)
                 for name, value in (
                     ("fwd_apply", covered_ms(applies, start, end)),
