@@ -28,20 +28,20 @@ for created topics and for `validate_only`; and the same at the largest batch,
 with N/10 Kafka round trips of that many topics (DescribeTopics, `floor_batch`).
 
 One JSON object per measurement on stdout: path, batch, round, which path went
-first in the pair, topics/s and its first ten requests' times; then per batch the mean
-and the forwarding cost (1 - kafka / grpc), the cost of each pair of rounds
-(`pair_cost`: its median, quartiles and range, and how many pairs are within
-the goal: the figure one run can be judged by, as a single round of a few
-requests moves by more than the goal on a shared machine), each path's median
-request time by its place in the round (`request_ms_by_position`: the first
-request starts from idle brokers, the later ones run into the logs the brokers
-are still opening for the earlier ones), the
-same from the median request time of each path (`forwarding_cost_median`),
-which a busy machine's stalls move less than the means. Beside them, the CPU
-the three brokers and the three controllers spent per topic over each path's
-rounds, creates and deletes (`brokers_cpu_ms_per_topic`,
-`controllers_cpu_ms_per_topic`, from /proc): what a change saves, in a figure
-the other processes of a shared machine move less than times. Each round
+first in the pair, topics/s and its first ten requests' times; then per batch
+the mean and the forwarding cost (1 - kafka / grpc), the same from the median
+request time of each path (`forwarding_cost_median`), which a busy machine's
+stalls move less than the means, the cost of each pair of rounds (`pair_cost`:
+its median, quartiles and range, and `pairs_within_goal`: the figure one run
+can be judged by, as a single round of a few requests moves by more than the
+goal on a shared machine), and each path's median request time by its place in
+the round (`request_ms_by_position`: the first request starts from idle
+brokers, the later ones run into the logs the brokers are still opening for
+the earlier ones). Beside them, the CPU the three brokers and the three
+controllers spent per topic over each path's rounds, creates and deletes
+(`brokers_cpu_ms_per_topic`, `controllers_cpu_ms_per_topic`, from /proc): what
+a change saves, in a figure the other processes of a shared machine move less
+than times, and the load average before and after. Each round
 starts, and its CPU is counted until, the brokers are idle again (the new
 logs opened and the deleted ones removed in their worker threads), so one
 round's leftovers neither slow nor count in the next.
