@@ -1,4 +1,4 @@
-"""The forwarding broker's own CPU for one CreateTopics of one topic, without the
+"""The forwarding broker's own CPU for one CreateTopics of `--batch` topics, without the
 network: the Kafka listener's `_handle` (kio decode, dispatch, the protobuf
 request, the forwarder, the answer mapping, the request metrics, the compiled
 writer, the frame) over a controller client that hands back a canned reply at
@@ -7,6 +7,7 @@ is the event loop, gRPC and the other processes on the same cores
 (`bench/admin_hops.py`).
 
     .venv/bin/python bench/admin_broker_cpu.py [--requests 20000 --rounds 3] [--profile]
+    .venv/bin/python bench/admin_broker_cpu.py --batch 100 --requests 500
 
 One JSON object per round: µs of process CPU per request, and the load average.
 """
@@ -46,17 +47,22 @@ from quorum.gen import admin_pb2 as api
 
 
 class CannedController:
-    """The active controller's reply to a create of one topic, at once."""
+    """The active controller's reply to a create of these topics, at once (one
+    reply built per request, as the channel's deserializer builds one)."""
 
     async def admin(
         self, method: str, request: Any, deadline_s: float = 30.0, metadata: Any = ()
     ) -> api.CreateTopicsResponse:
-        topic = request.topics[0]
-        result = api.CreatableTopicResult(
-            name=topic.name, topic_id="AAAAAAAAAAAAAAAAAAAAAA", num_partitions=1,
-            replication_factor=1,
-        )  # fmt: skip
-        return api.CreateTopicsResponse(metadata_offset=0, topics=[result])
+        results = [
+            api.CreatableTopicResult(
+                name=topic.name,
+                topic_id="AAAAAAAAAAAAAAAAAAAAAA",
+                num_partitions=1,
+                replication_factor=1,
+            )
+            for topic in request.topics
+        ]
+        return api.CreateTopicsResponse(metadata_offset=0, topics=results)
 
 
 def listener() -> KafkaListener:
@@ -72,33 +78,39 @@ def listener() -> KafkaListener:
     return served
 
 
-def create_frame() -> bytes:
-    """CreateTopics v4 of one topic (what librdkafka sends), without its size prefix."""
+def create_frame(batch: int) -> bytes:
+    """CreateTopics v4 of `batch` topics (what librdkafka sends), without its size prefix."""
     header = RequestHeader(
         request_api_key=i16(19), request_api_version=i16(4), correlation_id=i32(7),
         client_id="rdkafka",
     )  # fmt: skip
-    topic = CreatableTopic(
-        name="bench-1", num_partitions=i32(1), replication_factor=i16(1), assignments=(),
-        configs=(),
-    )  # fmt: skip
+    topics = tuple(
+        CreatableTopic(
+            name=f"bench-{i:05d}",
+            num_partitions=i32(1),
+            replication_factor=i16(1),
+            assignments=(),
+            configs=(),
+        )
+        for i in range(batch)
+    )
     body = CreateTopicsRequest(
-        topics=(topic,), timeout=datetime.timedelta(seconds=30), validate_only=False
+        topics=topics, timeout=datetime.timedelta(seconds=30), validate_only=False
     )
     return codec.encode_request(header, body)[4:]
 
 
-async def run(requests: int, rounds: int, profile: bool) -> None:
-    served, frame = listener(), create_frame()
+async def run(requests: int, rounds: int, profile: bool, batch: int) -> None:
+    served, frame = listener(), create_frame(batch)
     conn = Connection("PLAINTEXT", "127.0.0.1")
-    for _ in range(500):
+    for _ in range(max(500 // batch, 20)):
         await served._handle(frame, conn)
     for round_ in range(rounds):
         started = time.process_time()
         for _ in range(requests):
             await served._handle(frame, conn)
         per_request_us = round((time.process_time() - started) / requests * 1e6, 1)
-        emit(round=round_ + 1, requests=requests, cpu_us_per_request=per_request_us,
+        emit(round=round_ + 1, batch=batch, requests=requests, cpu_us_per_request=per_request_us,
              load_average=[round(x, 1) for x in os.getloadavg()])  # fmt: skip
     if profile:
         profiler = cProfile.Profile()
@@ -113,9 +125,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1, help="topics per CreateTopics")
     parser.add_argument("--profile", action="store_true", help="cProfile a further round")
     args = parser.parse_args()
-    asyncio.run(run(args.requests, args.rounds, args.profile))
+    asyncio.run(run(args.requests, args.rounds, args.profile, args.batch))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,13 @@ window, on the forwarding broker: the time its loop spent applying metadata
 the median time of one new log's open (`open_median_ms`, a worker thread's wall
 time, GIL waits included).
 
+`--round-requests K`: instead, rounds as `bench/admin.py` runs them (K creates
+back to back per path, each path's round from idle brokers, the paths'
+order alternated, created topics only), and the legs by each create's place
+in its round (`by_position`): where a later create's time goes that the first,
+from idle brokers, does not spend (the new logs the earlier ones left to open,
+the forwarding broker's applies, garbage collection, in each create's window).
+
 `--switch-interval S` sets the brokers' `sys.setswitchinterval` (CPython's
 default 0.005) for the experiment of docs/benchmarks.md. `--profile` also
 profiles (cProfile) the brokers' metadata applies and joins of new logs, on
@@ -25,6 +32,7 @@ their event loops, and prints the top functions of broker 101's.
 
     .venv/bin/python bench/admin_hops.py [--creates 200 --rounds 2]
     .venv/bin/python bench/admin_hops.py --batch 100 --creates 10 --rounds 3
+    .venv/bin/python bench/admin_hops.py --batch 100 --round-requests 3 --rounds 12
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # process_logs
 
+from admin import pids, settle
 from report import emit, say
 
 from quorum.admin_client import AdminClient
@@ -242,6 +251,60 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
                  opens=len(opened), open_median_ms=open_ms)  # fmt: skip
 
 
+Placed = tuple[str, int, int, int]  # path, place in its round, start ns, end ns
+
+
+def by_position(placed: list[Placed], events: dict[str, list[tuple[int, str]]], fwd: str) -> None:
+    """Per path and place in the round, medians (ms) of each create's legs and of
+    what ran inside its window: the forwarding broker's applies (`fwd_apply`),
+    its and the other brokers' log opens (`fwd_opening`, `others_opening`: the
+    union of the opens' spans), and GC passes in any process (`gc_any`)."""
+    controllers = sorted(e for k, v in events.items() if k.startswith("quorum") for e in v)
+    brokers = {k: v for k, v in events.items() if k.startswith("broker")}
+    applies = spans(brokers[fwd], "apply")
+    opens = {k: spans(v, "open") for k, v in brokers.items()}
+    collections = [spans(v, "gc") for v in events.values()]
+    for path in ("kafka", "grpc"):
+        for place in sorted({p for q, p, _, _ in placed if q == path}):
+            steps: dict[str, list[float]] = {}
+
+            def add(name: str, a: int | None, b: int | None, steps: dict = steps) -> None:
+                if a is not None and b is not None:
+                    steps.setdefault(name, []).append((b - a) / 1e6)
+
+            for q, p, start, end in placed:
+                if (q, p) != (path, place):
+                    continue
+                inside = [e for e in controllers if start <= e[0] <= end]
+                handler_in, handler_out = first(inside, "controller>"), last(inside, "controller<")
+                add("whole", start, end)
+                add("to the controller's handler", start, handler_in)
+                add("handler (commit included)", handler_in, handler_out)
+                add("handler -> reply at the client", handler_out, end)
+                if path == "kafka":
+                    mine = [e for e in brokers[fwd] if start <= e[0] <= end]
+                    add(
+                        "  of it: handler -> reply at the broker",
+                        handler_out,
+                        last(mine, "forward<"),
+                    )
+                    add("  of it: reply at the broker -> answer written",
+                        last(mine, "forward<"), last(mine, "listen<"))  # fmt: skip
+                    add("  of it: answer written -> client", last(mine, "listen<"), end)
+                for name, value in (
+                    ("fwd_apply", covered_ms(applies, start, end)),
+                    ("fwd_opening", covered_ms(opens[fwd], start, end)),
+                    ("others_opening", max(
+                        (covered_ms(v, start, end) for k, v in opens.items() if k != fwd),
+                        default=0.0,
+                    )),
+                    ("gc_any", sum(covered_ms(g, start, end) for g in collections)),
+                ):  # fmt: skip
+                    steps.setdefault(name, []).append(value)
+            medians = {k: round(statistics.median(v), 3) for k, v in steps.items()}
+            emit(path=path, place=place + 1, creates=len(steps.get("whole", [])), median_ms=medians)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--creates", type=int, default=200, help="per path, mode and round")
@@ -252,6 +315,10 @@ def main() -> None:
         help="the brokers' sys.setswitchinterval (default: CPython's 0.005)",
     )  # fmt: skip
     parser.add_argument("--profile", action="store_true", help="cProfile the brokers' applies")
+    parser.add_argument(
+        "--round-requests", type=int, default=0, metavar="K",
+        help="rounds of K creates per path as bench/admin.py runs them, legs by place",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-admin-hops-") as root:
         out = Path(root) / "events"
@@ -265,16 +332,30 @@ def main() -> None:
             p for p in (str(TRACE), os.environ.get("PYTHONPATH")) if p
         )
         windows: list[Window] = []
+        placed: list[Placed] = []
         with cluster_with_online_brokers(Path(root) / "cluster", 101, 102, 103) as cluster:
             forwarding = cluster.brokers[101].popen.pid if cluster.brokers[101].popen else 0
-            for round_ in range(args.rounds):
+            idle = pids(cluster.brokers.values())
+            paths = {"kafka": kafka_creates, "grpc": grpc_creates}
+            for round_ in range(args.rounds if args.round_requests else 0):
+                order = ("kafka", "grpc") if round_ % 2 == 0 else ("grpc", "kafka")
+                for path in order:
+                    say(f"round {round_ + 1}: {path}")
+                    settle(idle)
+                    made = paths[path](cluster, f"{path}-r{round_}", args.round_requests,
+                                       args.batch, False)  # fmt: skip
+                    placed += [(path, i, w[2], w[3]) for i, w in enumerate(made)]
+            for round_ in range(0 if args.round_requests else args.rounds):
                 for validate_only in (False, True):
                     for path, run in (("kafka", kafka_creates), ("grpc", grpc_creates)):
                         say(f"round {round_ + 1}, validate_only {validate_only}: {path}")
                         prefix = f"{path}-{int(validate_only)}-{round_}"
                         windows += run(cluster, prefix, args.creates, args.batch, validate_only)
             load = [round(x, 1) for x in os.getloadavg()]
-        hops(windows, read_events(out))
+        if placed:
+            by_position(placed, read_events(out), f"broker-agent-{forwarding}")
+        else:
+            hops(windows, read_events(out))
         for profile in out.glob(f"broker-agent-{forwarding}.prof"):
             stats = pstats.Stats(str(profile), stream=sys.stderr)
             stats.sort_stats("cumulative").print_stats(40)

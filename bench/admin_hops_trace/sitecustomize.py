@@ -100,8 +100,16 @@ def _marked(cls: Any, name: str, label: str) -> None:
     setattr(cls, name, marked)
 
 
+def _gc_events(phase: str, info: dict[str, Any]) -> None:
+    """The collector's passes ("gc>" ... "gc<"), any thread: a pause of the loop."""
+    EVENTS.append((time.time_ns(), "gc>" if phase == "start" else "gc<"))
+
+
 if OUT:
+    import gc
+
     program = os.path.basename(sys.argv[0])
+    gc.callbacks.append(_gc_events)
     if program == "broker-agent":
         from broker_agent import agent
         from broker_agent.kafka import forwarding, listener
