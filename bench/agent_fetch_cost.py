@@ -35,45 +35,31 @@ from broker_agent.main import open_cache
 from quorum.controller.image_records import config_record
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from quorum.log.batch_format import encode_batch
-from quorum.raft.records import Batch
 
 WARM_UP = 100
-# Whether this tree's MetadataFetch has encoded batches (a "before" tree may not).
-ENCODED = "encoded_batches" in bpb.MetadataFetchRequest.DESCRIPTOR.fields_by_name
 
 
 class OneRecordPerFetch:
     """Registers the broker, then answers each fetch with the next record. The
     answers are built and serialized before the measurement (the active
     controller builds one per commit for every broker), so what is measured is
-    the agent's: the parse, the fetch loop, the apply. A request asking for
-    encoded batches (`encoded_batches`, where the tree has it) gets each batch in
-    the log's on-disk format, as the controller answers it."""
+    the agent's: the parse, the fetch loop, the apply."""
 
     def __init__(self, fetches: int) -> None:
         self.fetches = fetches
         self.answered = 0
         self.done = asyncio.get_running_loop().create_future()
-        self.answers: dict[tuple[int, bool], bytes] = {}
-        for offset in range(fetches + WARM_UP + 1):
-            for encoded in (False, True) if ENCODED else (False,):
-                self.answers[offset, encoded] = self.answer(offset, encoded)
+        self.answers = {offset: self.answer(offset) for offset in range(fetches + WARM_UP + 1)}
 
     @staticmethod
-    def answer(offset: int, encoded: bool) -> bytes:
+    def answer(offset: int) -> bytes:
         record = config_record(api.TOPIC, "convergence", "retention.ms", str(60_000 + offset))
         response = bpb.MetadataFetchResponse(
             high_watermark=offset + 1, is_caught_up=True, controller_receive_time_ms=1,
             controller_send_time_ms=2, controller_id=1,
         )  # fmt: skip
-        data = record.SerializeToString()
-        batch = response.batches.add(base_offset=offset, epoch=1, append_time_ms=1,
-                                     commit_time_ms=1)  # fmt: skip
-        if encoded:
-            batch.encoded = encode_batch(Batch(offset, 1, (data,), 1))
-        else:
-            batch.records.append(data)
+        response.batches.add(base_offset=offset, epoch=1, append_time_ms=1, commit_time_ms=1,
+                             records=[record.SerializeToString()])  # fmt: skip
         return response.SerializeToString()  # type: ignore[no-any-return]
 
     async def broker(self, method: str, request: Any, deadline_s: float = 0) -> Any:
@@ -86,8 +72,8 @@ class OneRecordPerFetch:
             if not self.done.done():
                 self.done.set_result(None)
             await asyncio.sleep(3600)
-        key = (request.fetch_offset, ENCODED and request.encoded_batches)
-        data = self.answers.get(key) or self.answer(*key)
+        offset = request.fetch_offset
+        data = self.answers.get(offset) or self.answer(offset)
         return bpb.MetadataFetchResponse.FromString(data)
 
     async def close(self) -> None:
@@ -128,7 +114,6 @@ def main() -> None:
     for _ in range(args.rounds):
         us = asyncio.run(measure(args.fetches))
         emit(metric="agent_cpu_us_per_fetch", value=round(us, 1), fetches=args.fetches,
-             encoded_batches=ENCODED,
              load_average=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
 
 

@@ -9,8 +9,7 @@ brokers 101-103 as the controller places them), appended to a real
 `MetadataCache` (the metadata log, the image) and handed to a real
 `ReplicaManager` of broker 101 (`on_metadata(open_in_background=True)`, as the
 agent calls it), on the broker's event loop; its new logs open in the worker
-thread and join on the loop. Per commit: the cache's append (the answer's parse,
-the check of the controller's encoding where the tree has it, log write, decode,
+thread and join on the loop. Per commit: the cache's append (log write, decode,
 `apply_record`), the replica manager's `on_metadata`, the opens (the worker
 thread's CPU, per log) and the join, each the median over `--commits` commits,
 then their deletes (not counted). `--profile` prints cProfile's top functions of
@@ -43,16 +42,9 @@ from broker_agent import event_loop
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.controller.record_codec import encode, wrap
-from quorum.gen import broker_pb2 as bpb
 from quorum.gen import metadata_pb2 as md
-from quorum.log.batch_format import encode_batch
 from quorum.raft.records import Batch
 from snapshots.policy import SnapshotPolicy
-
-try:  # a tree whose agents store the controller's encoding (a "before" tree may not)
-    from broker_agent.fetched_batches import fetched
-except ImportError:
-    fetched = None  # type: ignore[assignment]
 
 BROKER = 101
 BROKERS = (101, 102, 103)
@@ -103,26 +95,10 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     workers = ThreadCpu()
     offset = cache.next_offset
 
-    def answer(records: list[bytes]) -> bytes:
-        """The controller's MetadataFetch answer for the commit (built before the clock starts)."""
+    def commit(records: list[bytes]) -> None:
         nonlocal offset
-        response = bpb.MetadataFetchResponse(high_watermark=offset + len(records))
-        batch = response.batches.add(base_offset=offset, epoch=1)
-        if fetched is None:
-            batch.records.extend(records)
-        else:  # the controller encodes the batch once for every broker
-            batch.encoded = encode_batch(Batch(offset, 1, tuple(records), 0, False))
+        cache.append([Batch(offset, 1, tuple(records), 0, False)])
         offset += len(records)
-        return response.SerializeToString()  # type: ignore[no-any-return]
-
-    def commit(data: bytes) -> None:
-        """What the agent does with the answer: parse, check, write, apply."""
-        batches = bpb.MetadataFetchResponse.FromString(data).batches
-        if fetched is None:  # a tree without encoded batches
-            cache.append([Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms,
-                                b.control) for b in batches])  # fmt: skip
-        else:
-            cache.append(fetched(batches))
 
     real_join = replicas._join_opened
     joins: list[float] = []
@@ -136,7 +112,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     try:
         for n in range(args.commits):
             names = [f"t{n:04d}-{i:04d}" for i in range(args.batch)]
-            records = answer(create_records(names, n))
+            records = create_records(names, n)
             before_workers = workers()
             if profile:
                 profile.enable()
@@ -155,7 +131,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
             opened += sum(1 for name in names if replicas.partition_state(name, 0))
             parts["join_ms"].append(1000 * sum(joins))
             joins.clear()
-            commit(answer(delete_records(cache, names)))
+            commit(delete_records(cache, names))
             replicas.on_metadata(cache.image, open_in_background=True)
             replicas._deleter.wait()
     finally:
@@ -167,7 +143,6 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         **{k: round(statistics.median(v), 3) for k, v in parts.items()},
         open_cpu_ms_per_log=round(1000 * opens_cpu / max(opened, 1), 3),
         logs_per_commit=round(opened / args.commits, 1),
-        encoded_batches=fetched is not None,
         load_average=[round(x, 1) for x in os.getloadavg()],
     )
     if profile:

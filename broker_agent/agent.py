@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
-from broker_agent.fetched_batches import fetched, record_count
 from broker_agent.isr_expansion import isr_expansions
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
@@ -43,7 +42,7 @@ from quorum.common.meta_properties import random_uuid
 from quorum.controller.metadata_image import MetadataImage
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from quorum.raft.records import SnapshotId
+from quorum.raft.records import Batch, SnapshotId
 
 log = logging.getLogger("broker_agent")
 
@@ -315,7 +314,6 @@ class BrokerAgent:
             current_state=self.state,
             max_wait_ms=STOPPING_WAIT_MS if stopping else self.config.heartbeat_interval_ms,
             broker_send_time_ms=wall_clock_ms(),
-            encoded_batches=True,
         )
         started = time.monotonic()
         try:
@@ -343,7 +341,7 @@ class BrokerAgent:
                 response.controller_id,
             )
             self._event("fetch", **exchange.fields(), high_watermark=response.high_watermark,
-                        records=record_count(response.batches))  # fmt: skip
+                        records=sum(len(b.records) for b in response.batches))  # fmt: skip
         if response.HasField("load_snapshot"):
             try:
                 await self._load_snapshot(response.load_snapshot)
@@ -425,8 +423,12 @@ class BrokerAgent:
         offset_ms: float,
         exchange: FetchExchange | None = None,
     ) -> None:
-        try:  # a malformed answer is refused before anything is written (fetched_batches)
-            applied = self.cache.append(fetched(response.batches))
+        batches = [
+            Batch(b.base_offset, b.epoch, tuple(b.records), b.append_time_ms, b.control)
+            for b in response.batches
+        ]
+        try:
+            applied = self.cache.append(batches)
         except Exception:
             self.stats.apply_errors += 1
             raise

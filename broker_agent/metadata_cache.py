@@ -25,11 +25,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeGuard, cast
+from typing import NamedTuple
 
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.record_codec import decode, record_type
-from quorum.log.batch_format import EncodedBatch
 from quorum.log.file_log import FileLogStore
 from quorum.raft.records import Batch, SnapshotId
 from snapshots.policy import SnapshotPolicy, SnapshotTrigger
@@ -51,12 +50,6 @@ class Applied(NamedTuple):
     record_type: str
     append_time_ms: int
     batch_base: int
-
-
-def _encoded(
-    batches: Sequence[Batch] | Sequence[EncodedBatch],
-) -> TypeGuard[Sequence[EncodedBatch]]:
-    return bool(batches) and isinstance(batches[0], EncodedBatch)
 
 
 class MetadataCache:
@@ -102,14 +95,9 @@ class MetadataCache:
         """The offset to fetch from: everything below it is applied."""
         return self.image.applied_offset
 
-    def append(self, batches: Sequence[Batch] | Sequence[EncodedBatch]) -> list[Applied]:
-        """Store (unflushed) and apply committed batches; `flush` makes them durable.
-        Batches received in the log's format, checked whole (`fetched_batches`),
-        are written as they came, not encoded again."""
-        if _encoded(batches):
-            self.log.append_encoded(batches)
-        else:
-            self.log.append(cast(Sequence[Batch], batches))
+    def append(self, batches: Sequence[Batch]) -> list[Applied]:
+        """Store (unflushed) and apply committed batches; `flush` makes them durable."""
+        self.log.append(batches)
         applied: list[Applied] = []
         for batch in batches:
             applied.extend(self._apply(batch))
@@ -119,7 +107,7 @@ class MetadataCache:
         """Blocking: one fsync for everything appended so far."""
         self.log.flush(self.log.end_offset)
 
-    def _apply(self, batch: Batch | EncodedBatch) -> list[Applied]:
+    def _apply(self, batch: Batch) -> list[Applied]:
         out: list[Applied] = []
         if not batch.control:
             for i, data in enumerate(batch.records, start=batch.base_offset):

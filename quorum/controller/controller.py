@@ -22,7 +22,7 @@ from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.broker_registry import BrokerRegistry
 from quorum.controller.cluster_ops import SUPPORTED_FEATURES
 from quorum.controller.commit_clock import CommitClock
-from quorum.controller.fetch_answers import AnswerKey, FetchAnswer, FetchAnswers, fill_batches
+from quorum.controller.fetch_answers import AnswerKey, FetchAnswer, FetchAnswers
 from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.metrics_view import ControllerView
 from quorum.controller.request_limits import RequestLimits
@@ -292,22 +292,19 @@ class QuorumController:
             await self.commits.wait(min(request.max_wait_ms, MAX_WAIT_CAP_MS) / 1000)
             if self.leader.leader_id != raft.node_id:  # woken: no longer active
                 raise NotController(self.leader.leader_id)
-        return FetchAnswer(self._batches_answer(request), own)
+        return FetchAnswer(self._batches_answer(request.fetch_offset, request.max_records), own)
 
-    def _batches_answer(self, request: bpb.MetadataFetchRequest) -> bytes:
-        """The encoded batches after the fetch offset and the high watermark, shared."""
+    def _batches_answer(self, fetch_offset: int, max_records: int) -> bytes:
+        """The encoded batches after `fetch_offset` and the high watermark, shared."""
         raft = self.raft
         key = AnswerKey(
-            request.fetch_offset, request.max_records or DEFAULT_MAX_RECORDS,
-            raft.high_watermark, raft.log_start_offset, request.encoded_batches,
+            fetch_offset, max_records or DEFAULT_MAX_RECORDS, raft.high_watermark,
+            raft.log_start_offset,
         )  # fmt: skip
         shared = self.answers.get(key)
         if shared is None:
             response = bpb.MetadataFetchResponse(high_watermark=key.high_watermark)
-            fill_batches(
-                response, self.raft.read_committed(key.fetch_offset, key.max_records), key,
-                self.commits.commit_time_ms,
-            )  # fmt: skip
+            self._fill_batches(response, fetch_offset, key.max_records)
             shared = response.SerializeToString()
             self.answers.put(key, shared)
         return shared
@@ -321,6 +318,25 @@ class QuorumController:
         if latest is None or latest.end_offset <= fetch_offset:
             return None
         return bpb.SnapshotRef(end_offset=latest.end_offset, epoch=latest.epoch)
+
+    def _fill_batches(
+        self, response: bpb.MetadataFetchResponse, fetch_offset: int, max_records: int
+    ) -> None:
+        budget = max_records
+        for batch in self.raft.read_committed(fetch_offset, budget):
+            skip = max(0, fetch_offset - batch.base_offset)
+            records = batch.records[skip:]
+            response.batches.add(
+                base_offset=batch.base_offset + skip,
+                epoch=batch.epoch,
+                append_time_ms=batch.append_time_ms,
+                commit_time_ms=self.commits.commit_time_ms(batch.last_offset),
+                control=batch.control,
+                records=records,
+            )
+            budget -= len(records)
+            if budget <= 0:
+                break
 
     def check_snapshot_fetcher(self, broker_id: int, broker_epoch: int) -> None:
         broker = self.image.brokers.get(broker_id)

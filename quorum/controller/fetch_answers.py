@@ -17,12 +17,9 @@ loaded, so a stale answer cannot outlive the state that made it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from quorum.gen import broker_pb2 as bpb
-from quorum.log.batch_format import encode_batch
-from quorum.raft.client_api import Batch
 
 MAX_CACHED_BYTES = 32 << 20
 
@@ -33,7 +30,6 @@ class AnswerKey:
     max_records: int
     high_watermark: int
     log_start_offset: int
-    encoded: bool = False  # the batches in the log's on-disk format, not as records
 
 
 @dataclass(slots=True)
@@ -50,38 +46,6 @@ class FetchAnswer:
     def decode(self) -> bpb.MetadataFetchResponse:
         response: bpb.MetadataFetchResponse = bpb.MetadataFetchResponse.FromString(self.encode())
         return response
-
-
-def fill_batches(
-    response: bpb.MetadataFetchResponse,
-    committed: Iterable[Batch],
-    key: AnswerKey,
-    commit_time_ms: Callable[[int], int],
-) -> None:
-    """The committed batches from `key.fetch_offset` (the first one cut there),
-    until `key.max_records` are in, each with its commit time; as on-disk
-    encodings (`MetadataBatch.encoded`) when `key.encoded`, so each broker's
-    metadata log writes the bytes encoded here once, not a copy it encodes itself."""
-    budget = key.max_records
-    for batch in committed:
-        skip = max(0, key.fetch_offset - batch.base_offset)
-        if skip:
-            batch = Batch(batch.base_offset + skip, batch.epoch, batch.records[skip:],
-                          batch.append_time_ms, batch.control)  # fmt: skip
-        answer = response.batches.add(
-            base_offset=batch.base_offset,
-            epoch=batch.epoch,
-            append_time_ms=batch.append_time_ms,
-            commit_time_ms=commit_time_ms(batch.last_offset),
-            control=batch.control,
-        )
-        if key.encoded:
-            answer.encoded = encode_batch(batch)
-        else:
-            answer.records.extend(batch.records)
-        budget -= len(batch.records)
-        if budget <= 0:
-            break
 
 
 class FetchAnswers:
@@ -122,4 +86,4 @@ class FetchAnswers:
         return len(self._answers)
 
 
-__all__ = ["MAX_CACHED_BYTES", "AnswerKey", "FetchAnswer", "FetchAnswers", "fill_batches"]
+__all__ = ["MAX_CACHED_BYTES", "AnswerKey", "FetchAnswer", "FetchAnswers"]

@@ -29,7 +29,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import NamedTuple
 
 import google_crc32c
 
@@ -42,9 +41,6 @@ _PREFIX = struct.Struct(">qIiBBIq")  # the 30 bytes covered by both checksums
 _CRC = struct.Struct(">I")
 _HEADER = struct.Struct(">qIiBBIqII")
 _CONTROL = 0x01
-_COUNT = struct.Struct(">I")
-_COUNT_AT = 18
-_LENGTHS_DO_NOT_ADD_UP = "record lengths do not add up to the payload length"
 MAX_PAYLOAD_BYTES = 2**31 - 1 - HEADER_SIZE
 
 assert _PREFIX.size == 30 and _HEADER.size == HEADER_SIZE
@@ -93,38 +89,6 @@ class OpaqueBatch(Batch):
 
 class HeaderChecksumError(ValueError):
     """The header's own checksum does not match: its fields cannot be trusted."""
-
-
-class EncodedBatchError(ValueError):
-    """An encoded batch received from elsewhere fails a check: none of it may be
-    written or applied."""
-
-
-class EncodedBatch(NamedTuple):
-    """One batch in this format, checked whole (`decode_encoded`), with what it
-    decodes to: a log writes `data` as it is instead of encoding the batch again
-    (the active controller encodes a MetadataFetch answer's batches once for every
-    broker; each broker's metadata log stores those bytes). A tuple with the
-    batch's fields, not a `Batch`: one is made per batch per broker per commit."""
-
-    base_offset: int
-    epoch: int
-    records: tuple[bytes, ...]  # an opaque batch's: its one payload
-    append_time_ms: int
-    control: bool
-    offset_count: int  # the offsets it spans: its record count, unless opaque
-    opaque: bool
-    data: bytes
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.offset_count
-
-    def to_batch(self) -> Batch:
-        if self.opaque:
-            return OpaqueBatch(self.base_offset, self.epoch, self.records, self.append_time_ms,
-                               self.control, self.offset_count)  # fmt: skip
-        return Batch(self.base_offset, self.epoch, self.records, self.append_time_ms, self.control)
 
 
 def encode_batch(batch: Batch) -> bytes:
@@ -180,16 +144,12 @@ def parse_header(data: bytes, position: int) -> BatchHeader:
 
 def header_problem(header: BatchHeader) -> str | None:
     """A reason the (checksum-valid) header cannot be ours, or None."""
-    return _fields_problem(header.magic, header.record_count, header.payload_length)
-
-
-def _fields_problem(magic: int, count: int, payload_length: int) -> str | None:
-    if magic not in (MAGIC, MAGIC_OPAQUE):
-        return f"unknown batch format {magic}"
-    if count < 1:
+    if header.magic not in (MAGIC, MAGIC_OPAQUE):
+        return f"unknown batch format {header.magic}"
+    if header.record_count < 1:
         return "batch with no records"
-    if magic == MAGIC and payload_length < 4 * count:
-        return f"payload of {payload_length} bytes cannot hold {count} records"
+    if header.magic == MAGIC and header.payload_length < 4 * header.record_count:
+        return f"payload of {header.payload_length} bytes cannot hold {header.record_count} records"
     return None
 
 
@@ -211,59 +171,9 @@ def decode_records(data: bytes, position: int, header: BatchHeader) -> tuple[byt
     lengths = struct.unpack_from(f">{count}I", data, start)
     body = start + 4 * count
     if body + sum(lengths) != start + header.payload_length:
-        raise ValueError(_LENGTHS_DO_NOT_ADD_UP)
+        raise ValueError("record lengths do not add up to the payload length")
     ends = list(accumulate(lengths, initial=body))
     return tuple(data[ends[i] : ends[i + 1]] for i in range(count))
-
-
-def encoded_record_count(data: bytes) -> int:
-    """The record count an encoded batch's header states (0 without a header); unchecked."""
-    if len(data) < HEADER_SIZE:
-        return 0
-    count: int = _COUNT.unpack_from(data, _COUNT_AT)[0]
-    return count
-
-
-def decode_encoded(data: bytes) -> EncodedBatch:
-    """One whole batch received in this format, after every check a log's
-    recovery and reads would make of it once written (the header's checksum and
-    fields, its size, the payload's CRC, record lengths that add up), so that
-    nothing written from it can fail to read back. Raises EncodedBatchError.
-
-    Written for one call per batch per broker per commit: one unpack, the
-    prefix's CRC computed once for both checksums, no header object."""
-    size = len(data)
-    if size < HEADER_SIZE:
-        raise EncodedBatchError(f"{size} bytes cannot hold a batch header")
-    base, payload_length, epoch, magic, attributes, count, append_time, crc, header_crc = (
-        _HEADER.unpack_from(data)
-    )
-    prefix_crc = google_crc32c.value(data[: _PREFIX.size])
-    if google_crc32c.extend(prefix_crc, data[_PREFIX.size : HEADER_SIZE - 4]) != header_crc:
-        raise EncodedBatchError("batch header checksum mismatch")
-    problem = _fields_problem(magic, count, payload_length)
-    if problem is not None:
-        raise EncodedBatchError(f"batch at offset {base}: {problem}")
-    if HEADER_SIZE + payload_length != size:
-        stated = HEADER_SIZE + payload_length
-        raise EncodedBatchError(f"batch at offset {base} is {size} bytes, its header says {stated}")
-    if google_crc32c.extend(prefix_crc, data[HEADER_SIZE:]) != crc:
-        raise EncodedBatchError(f"batch at offset {base}: CRC mismatch")
-    control = bool(attributes & _CONTROL)
-    if magic == MAGIC_OPAQUE:
-        payload = (data[HEADER_SIZE:],)
-        return EncodedBatch(base, epoch, payload, append_time, control, count, True, data)
-    if count == 1:
-        if _COUNT.unpack_from(data, HEADER_SIZE)[0] != payload_length - 4:
-            raise EncodedBatchError(f"batch at offset {base}: {_LENGTHS_DO_NOT_ADD_UP}")
-        records: tuple[bytes, ...] = (data[HEADER_SIZE + 4 :],)
-    else:
-        lengths = struct.unpack_from(f">{count}I", data, HEADER_SIZE)
-        if sum(lengths) != payload_length - 4 * count:
-            raise EncodedBatchError(f"batch at offset {base}: {_LENGTHS_DO_NOT_ADD_UP}")
-        ends = list(accumulate(lengths, initial=HEADER_SIZE + 4 * count))
-        records = tuple(data[ends[i] : ends[i + 1]] for i in range(count))
-    return EncodedBatch(base, epoch, records, append_time, control, count, False, data)
 
 
 def decode_batch(data: bytes, position: int, header: BatchHeader) -> Batch:

@@ -38,8 +38,7 @@ from types import TracebackType
 
 from quorum.common.clocks import wall_clock_ms
 from quorum.common.fsutil import fsync_dir
-from quorum.log.append_order import check_order
-from quorum.log.batch_format import BatchHeader, EncodedBatch, encode_batch_parts
+from quorum.log.batch_format import BatchHeader, encode_batch_parts
 from quorum.log.checkpoint import LogStartCheckpoint, write_checkpoint
 from quorum.log.dir_lock import lock_directory
 from quorum.log.epoch_cache import UNDEFINED, EpochEntry, LeaderEpochCache
@@ -47,7 +46,7 @@ from quorum.log.log_opening import open_segments, reconcile_epoch_cache
 from quorum.log.pending_flush import PendingFlush
 from quorum.log.recovery import CHECKPOINT_FILE, EPOCH_CACHE_FILE, RecoveryPlan, plan_recovery
 from quorum.log.retention import LogRetention, RetiredSegment
-from quorum.log.segment import Placed, Segment, SegmentInfo, index_file_name, log_file_name
+from quorum.log.segment import Segment, SegmentInfo, index_file_name, log_file_name
 from quorum.log.segment_swap import (
     CleanedSegment,
     CleanedSegmentWriter,
@@ -152,18 +151,7 @@ class FileLogStore:
         if not batches:
             return
         with self._state:
-            self._append(batches, self._validate_and_encode(batches))
-
-    def append_encoded(self, batches: Sequence[EncodedBatch]) -> None:
-        """`append` for batches already in the on-disk format and checked whole
-        (`decode_encoded`): the same offset and epoch checks before any is
-        written, the same segments, index and epoch cache; their bytes are
-        written as they came, not encoded again."""
-        if not batches:
-            return
-        with self._state:
-            self._check_order(batches)
-            self._append(batches, [(b.data,) for b in batches])
+            self._append(batches)
 
     def flush(self, end_offset: int) -> None:
         """One fdatasync makes every batch appended so far durable."""
@@ -476,14 +464,14 @@ class FileLogStore:
     def _new_segment(self, base_offset: int) -> Segment:
         return Segment(self.directory, base_offset, self.index_interval_bytes, create=True)
 
-    def _append(self, batches: Sequence[Placed], encoded: Sequence[Sequence[bytes]]) -> None:
-        """Write checked batches, each as its encoded parts, rolling segments as needed."""
+    def _append(self, batches: Sequence[Batch]) -> None:
+        encoded = self._validate_and_encode(batches)
         active = self._segments[-1]
         size = active.size
-        group: list[Placed] = []
-        group_data: list[Sequence[bytes]] = []
+        group: list[Batch] = []
+        group_data: list[tuple[bytes, bytes, bytes]] = []
         for batch, parts in zip(batches, encoded, strict=True):
-            batch_size = sum(map(len, parts))
+            batch_size = len(parts[0]) + len(parts[1]) + len(parts[2])
             if size > 0 and size + batch_size > self.segment_bytes:
                 if group:
                     self._write(active, group, group_data)
@@ -525,14 +513,22 @@ class FileLogStore:
         self._flush_idle.notify_all()
 
     def _validate_and_encode(self, batches: Sequence[Batch]) -> list[tuple[bytes, bytes, bytes]]:
+        expected = self.end_offset
+        last_epoch = self._last_epoch()
+        encoded: list[tuple[bytes, bytes, bytes]] = []
         for batch in batches:
+            if batch.base_offset != expected and not (
+                self.offset_gaps and batch.base_offset > expected
+            ):
+                raise ValueError(f"append at {batch.base_offset}, log end is {expected}")
             if not batch.records:
                 raise ValueError(f"batch at {batch.base_offset} has no records")
-        self._check_order(batches)
-        return [encode_batch_parts(batch) for batch in batches]
-
-    def _check_order(self, batches: Sequence[Placed]) -> None:
-        check_order(batches, self.end_offset, self._last_epoch(), offset_gaps=self.offset_gaps)
+            if batch.epoch < last_epoch:
+                raise ValueError(f"batch epoch {batch.epoch} is below the last epoch {last_epoch}")
+            encoded.append(encode_batch_parts(batch))
+            expected = batch.next_offset
+            last_epoch = batch.epoch
+        return encoded
 
     def _last_epoch(self) -> int:
         latest = self._epochs.latest_epoch
@@ -541,7 +537,7 @@ class FileLogStore:
         return self._snapshot.epoch if self._snapshot else -1
 
     def _write(
-        self, segment: Segment, batches: list[Placed], encoded: list[Sequence[bytes]]
+        self, segment: Segment, batches: list[Batch], encoded: list[tuple[bytes, bytes, bytes]]
     ) -> None:
         segment.append(batches, encoded)
         if not self._unsynced or self._unsynced[-1] is not segment:

@@ -13,7 +13,6 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from quorum.common.fsutil import pread_exact, sync_file, write_all, writev_all
 from quorum.log.batch_format import (
@@ -45,19 +44,6 @@ def index_file_name(base_offset: int) -> str:
 def parse_log_file_name(name: str) -> int | None:
     match = _NAME.match(name)
     return int(match.group(1)) if match else None
-
-
-class Placed(Protocol):
-    """What a segment needs of a batch it writes: where it sits, and when it was sealed."""
-
-    @property
-    def base_offset(self) -> int: ...
-    @property
-    def epoch(self) -> int: ...
-    @property
-    def next_offset(self) -> int: ...
-    @property
-    def append_time_ms(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +92,7 @@ class Segment:
 
     # ---------------------------------------------------------------- writes
 
-    def append(self, batches: Sequence[Placed], encoded: Sequence[Sequence[bytes]]) -> None:
+    def append(self, batches: Sequence[Batch], encoded: Sequence[Sequence[bytes]]) -> None:
         """Write already-encoded batches (each as its parts) with one `writev`."""
         position = self.size
         parts: list[bytes] = []

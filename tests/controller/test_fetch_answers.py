@@ -9,11 +9,10 @@ from fake_raft import FakeRaft, controller, register
 
 from quorum.common.meta_properties import random_uuid
 from quorum.controller.controller import QuorumController
-from quorum.controller.fetch_answers import AnswerKey, FetchAnswers, fill_batches
+from quorum.controller.fetch_answers import AnswerKey, FetchAnswers
 from quorum.gen import broker_pb2 as bpb
-from quorum.log.batch_format import decode_encoded
 from quorum.raft.client_api import SnapshotReader
-from quorum.raft.records import Batch, SnapshotId
+from quorum.raft.records import SnapshotId
 
 
 def key(fetch_offset: int = 0, high_watermark: int = 5, max_records: int = 100) -> AnswerKey:
@@ -126,45 +125,3 @@ def test_a_leadership_change_and_a_snapshot_load_forget_every_answer() -> None:
     assert len(c.answers) == 1
     c.handle_load_snapshot(SnapshotReader(SnapshotId(raft.high_watermark, 1), []))
     assert len(c.answers) == 0
-
-
-def test_a_broker_asking_for_encoded_batches_gets_the_log_format_in_an_answer_of_its_own() -> None:
-    raft = FakeRaft()
-    c = controller(raft)
-    epochs = {b: register(c, b) for b in (101, 102)}
-
-    def answer(broker_id: int, encoded: bool) -> bpb.MetadataFetchResponse:
-        request = bpb.MetadataFetchRequest(
-            broker_id=broker_id, broker_epoch=epochs[broker_id], encoded_batches=encoded
-        )
-        return asyncio.run(c.metadata_fetch(request, received_ms=0))
-
-    as_records, as_encodings = answer(101, False), answer(102, True)
-    assert len(c.answers) == 2, "one shared answer per form"
-    assert answer(101, True).SerializeToString() == as_encodings.SerializeToString()
-    assert len(as_records.batches) == len(as_encodings.batches) > 1
-    for plain, encoded in zip(as_records.batches, as_encodings.batches, strict=True):
-        assert plain.encoded == b"" and not encoded.records
-        batch = decode_encoded(encoded.encoded).to_batch()
-        assert batch == Batch(plain.base_offset, plain.epoch, tuple(plain.records),
-                              plain.append_time_ms, plain.control)  # fmt: skip
-        assert (encoded.base_offset, encoded.commit_time_ms) == (
-            plain.base_offset,
-            plain.commit_time_ms,
-        )
-
-
-def test_an_answer_from_inside_a_batch_encodes_the_batch_from_there() -> None:
-    committed = [Batch(0, 1, (b"a", b"b", b"c"), 5), Batch(3, 2, (b"d",), 6, control=True)]
-    for encoded in (False, True):
-        response = bpb.MetadataFetchResponse()
-        fill_batches(response, committed, AnswerKey(1, 100, 4, 0, encoded), lambda o: 10 + o)
-        assert [(b.base_offset, b.commit_time_ms) for b in response.batches] == [(1, 12), (3, 13)]
-        if encoded:
-            decoded = [decode_encoded(b.encoded).to_batch() for b in response.batches]
-            assert decoded == [Batch(1, 1, (b"b", b"c"), 5), committed[1]]
-        else:
-            assert [list(b.records) for b in response.batches] == [[b"b", b"c"], [b"d"]]
-    response = bpb.MetadataFetchResponse()
-    fill_batches(response, committed, AnswerKey(0, 2, 4, 0, True), lambda o: 0)
-    assert len(response.batches) == 1, "the record budget ends the answer after a batch"
