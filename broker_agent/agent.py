@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
+from broker_agent.isr_expansion import isr_expansions
 from broker_agent.metadata_cache import MetadataCache
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.admin_client import AdminClient, AdminError, NoControllerError
@@ -544,30 +545,8 @@ class BrokerAgent:
         if not self._isr_stale:
             return
         self._isr_stale = False
-        image = self.image
         me = self.config.node_id
-
-        def online(broker_id: int) -> bool:
-            broker = image.brokers.get(broker_id)
-            return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
-
-        items = []
-        for topic in image.topics_by_id.values():
-            for pid, part in topic.partitions.items():
-                if part.leader != me or len(part.isr) == len(part.replicas):
-                    continue
-                missing = [r for r in part.replicas if r not in part.isr and online(r)]
-                if missing:
-                    new_isr = [r for r in part.replicas if r in part.isr or r in missing]
-                    items.append(
-                        api.AlterPartitionItem(
-                            topic_id=topic.topic_id,
-                            partition=pid,
-                            leader_epoch=part.leader_epoch,
-                            new_isr=new_isr,
-                            partition_epoch=part.partition_epoch,
-                        )
-                    )
+        items = isr_expansions(self.image, me)
         if not items:
             return
         try:
