@@ -20,6 +20,15 @@ without the brokers applying the new topics.
     .venv/bin/python bench/admin.py [--topics 300 --rounds N --batches 1,100] [--floor 500]
     .venv/bin/python bench/admin.py --batches 100 --rounds 20 --created-only   # the goal at 100
 
+With `--visible`, a third path in the rotation: the same gRPC creates, each
+request's time running on until broker 101 (the Kafka path's) answers a Metadata
+request with the batch (`cost_vs_visible`). The Kafka path's read fence waits for
+that broker's image before answering (issue 36's read-your-writes), so what is
+left of the forwarding cost against this path is the hop itself: the Kafka
+codec, the broker's forward and its reply.
+
+    .venv/bin/python bench/admin.py --batches 100 --rounds 12 --created-only --visible
+
 With `--floor N`, then N empty round trips a round each way (DescribeCluster
 through the broker's Kafka listener, answered there; DescribeCluster straight
 to the controller over gRPC): the forwarding cost at batch 1 cannot go below
@@ -56,7 +65,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -104,8 +114,18 @@ def kafka_round(
 
 
 def grpc_round(
-    cluster: Cluster, prefix: str, count: int, batch: int, validate_only: bool, took: list[float]
+    cluster: Cluster,
+    prefix: str,
+    count: int,
+    batch: int,
+    validate_only: bool,
+    took: list[float],
+    visible: bool = False,
 ) -> float:
+    """With `visible`, each request's time also holds the wait until the broker the
+    Kafka path talks to shows the batch in a Metadata answer (`wait_visible`)."""
+    seen = visibility(cluster) if visible and not validate_only else None
+
     async def go() -> float:
         client = AdminClient(cluster.voter_addresses(), cluster.cluster_id)
         try:
@@ -120,8 +140,10 @@ def grpc_round(
                         for n in group
                     ]),
                 )  # fmt: skip
-                took.append(time.perf_counter() - sent)
                 assert all(t.error.error_code == 0 for t in reply.topics), reply
+                if seen is not None:
+                    seen(group[-1])
+                took.append(time.perf_counter() - sent)
             elapsed = time.perf_counter() - started
             for group in names(prefix, count, 100) if not validate_only else []:
                 await client.admin("DeleteTopics", api.DeleteTopicsRequest(names=group))
@@ -130,6 +152,42 @@ def grpc_round(
             await client.close()
 
     return asyncio.run(go())
+
+
+def visibility(cluster: Cluster) -> Callable[[str], None]:
+    """A function that returns once broker 101 (the Kafka path's) answers a Metadata
+    request with the topic: what the Kafka path's read fence waits for before it
+    answers, here after a create straight to the controller. One batch is one
+    commit, which a broker applies whole, so its last topic stands for all. The
+    polls are Metadata v1 requests (which never auto-create) back to back on one
+    connection opened before any clock starts, each one Kafka round trip; a client
+    library's metadata cache and refresh pacing would add its own waits."""
+    import socket
+
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.parser import KafkaProtocol
+
+    sock = socket.create_connection(("127.0.0.1", cluster.brokers[101].port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    protocol = KafkaProtocol(client_id="bench-admin-visible")
+
+    def known(topic: str) -> bool:
+        protocol.send_request(MetadataRequest[1](topics=[topic]))
+        sock.sendall(protocol.send_bytes())
+        while True:
+            answers = protocol.receive_bytes(sock.recv(1 << 16))
+            if answers:
+                (_, response), *_ = answers
+                return all(error == 0 for error, *_ in response.topics)
+
+    def wait(topic: str) -> None:
+        deadline = time.monotonic() + 30
+        while not known(topic):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic} not in broker 101's metadata after 30 s")
+
+    known("bench-admin-warm-up")
+    return wait
 
 
 def empty_kafka_round(cluster: Cluster, count: int) -> float:
@@ -292,6 +350,27 @@ def by_position(took: list[list[float]]) -> list[float] | None:
     ]
 
 
+def visible_figures(
+    rates: dict[str, list[float]], took: dict[str, list[list[float]]], costs: list[float]
+) -> dict[str, object]:
+    """With `--visible`: the Kafka path against gRPC creates that also wait for the
+    Kafka path's broker to show them, what the read fence makes the Kafka path wait
+    for. What is left of the forwarding cost against this is the hop itself."""
+    if not costs:
+        return {}
+    visible = statistics.mean(rates["grpc_visible"])
+    kafka_ms, visible_ms = (
+        1000 * statistics.median(t for r in took[p] for t in r) for p in ("kafka", "grpc_visible")
+    )
+    return {
+        "grpc_visible_topics_per_s": round(visible, 1),
+        "grpc_visible_median_ms": round(visible_ms, 3),
+        "cost_vs_visible": round(1 - statistics.mean(rates["kafka"]) / visible, 3),
+        "cost_vs_visible_median": round(1 - visible_ms / kafka_ms, 3),
+        "round_cost_vs_visible": spread(costs),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=300)
@@ -307,6 +386,11 @@ def main() -> None:
     parser.add_argument(
         "--created-only", action="store_true", help="skip the validate_only measurements"
     )
+    parser.add_argument(
+        "--visible", action="store_true",
+        help="a third path: gRPC creates, each followed by a wait until the Kafka path's "
+        "broker shows the batch (the read fence's floor)",
+    )  # fmt: skip
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     modes = (False,) if args.created_only else (False, True)
@@ -318,7 +402,9 @@ def main() -> None:
         grpc_big: dict[bool, float] = {}  # validate_only -> gRPC median ms, largest batch
         brokers = pids(cluster.brokers.values())
         controllers = pids(cluster.procs.values())
-        paths = {"kafka": kafka_round, "grpc": grpc_round}
+        paths: dict[str, Callable[..., float]] = {"kafka": kafka_round, "grpc": grpc_round}
+        if args.visible:
+            paths["grpc_visible"] = partial(grpc_round, visible=True)
 
         def one_round(
             path: str, prefix: str, batch: int, validate_only: bool
@@ -339,13 +425,16 @@ def main() -> None:
             for path in paths:
                 say(f"batch {batch}, validate_only {validate_only}, warm-up: {path}")
                 one_round(path, f"{path}-{batch}-warm", batch, validate_only)
-            rates: dict[str, list[float]] = {"kafka": [], "grpc": []}
-            took: dict[str, list[list[float]]] = {"kafka": [], "grpc": []}  # s per request
+            rates: dict[str, list[float]] = {p: [] for p in paths}
+            took: dict[str, list[list[float]]] = {p: [] for p in paths}  # s per request
             cpu = {p: {"brokers": 0.0, "controllers": 0.0} for p in paths}
             pair_costs: list[float] = []
+            visible_costs: list[float] = []  # kafka against grpc_visible, per round
             for round_ in range(rounds):
-                # Alternated order: neither path always runs right after the other.
-                order = ("kafka", "grpc") if round_ % 2 == 0 else ("grpc", "kafka")
+                # Rotated order: no path always runs right after another.
+                names_ = list(paths)
+                shift = round_ % len(names_)
+                order = tuple(names_[shift:] + names_[:shift])
                 for path in order:
                     say(f"batch {batch}, validate_only {validate_only}, round {round_ + 1}: {path}")
                     rate, times, (b_cpu, c_cpu) = one_round(
@@ -359,6 +448,8 @@ def main() -> None:
                          first=order[0], topics_per_s=round(rate, 1),
                          request_ms=[round(1000 * t, 2) for t in times][:MAX_PLACES])  # fmt: skip
                 pair_costs.append(1 - rates["kafka"][-1] / rates["grpc"][-1])
+                if args.visible and not validate_only:
+                    visible_costs.append(1 - rates["kafka"][-1] / rates["grpc_visible"][-1])
             kafka, grpc = statistics.mean(rates["kafka"]), statistics.mean(rates["grpc"])
             kafka_ms, grpc_ms = (
                 1000 * statistics.median(t for r in took[p] for t in r) for p in ("kafka", "grpc")
@@ -389,6 +480,7 @@ def main() -> None:
                     }
                     for who in ("brokers", "controllers")
                 },
+                **visible_figures(rates, took, visible_costs),
                 load_average=[load_before, [round(x, 1) for x in os.getloadavg()]],
             )
         if args.floor:
