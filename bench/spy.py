@@ -109,7 +109,8 @@ class Profile:
             # perf samples every thread's C frames (gRPC's core, CPython, the
             # kernel's system calls) without stopping the process, on CPU time.
             what = os.environ.get("SPY_PERF_EVENTS", "").split() or ["-F", "499"]
-            command = ["perf", "record", *what, "-g", "-p", str(pid),
+            chains = [] if os.environ.get("SPY_PERF_CHAINS", "") == "0" else ["-g"]
+            command = ["perf", "record", *what, *chains, "-p", str(pid),
                        "-o", str(out.with_suffix(".perf.data")), "--", "sleep",
                        str(max(1, int(seconds)))]  # fmt: skip
             self.perf = subprocess.Popen(command, stdout=subprocess.DEVNULL,
