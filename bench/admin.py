@@ -22,10 +22,10 @@ without the brokers applying the new topics.
 
 With `--visible`, a third path in the rotation: the same gRPC creates, each
 request's time running on until broker 101 (the Kafka path's) answers a Metadata
-request with the batch (`cost_vs_visible`). The Kafka path's read fence waits for
-that broker's image before answering (issue 36's read-your-writes), so what is
-left of the forwarding cost against this path is the hop itself: the Kafka
-codec, the broker's forward and its reply.
+request (v4, never auto-creating) with the batch: `cost_vs_visible`, the Kafka
+path against what a client of the direct path waits for before that broker's
+Metadata shows its topics (what the Kafka path's read fence guarantees its
+client, issue 36's read-your-writes).
 
     .venv/bin/python bench/admin.py --batches 100 --rounds 12 --created-only --visible
 
@@ -159,9 +159,12 @@ def visibility(cluster: Cluster) -> Callable[[str], None]:
     request with the topic: what the Kafka path's read fence waits for before it
     answers, here after a create straight to the controller. One batch is one
     commit, which a broker applies whole, so its last topic stands for all. The
-    polls are Metadata v1 requests (which never auto-create) back to back on one
-    connection opened before any clock starts, each one Kafka round trip; a client
-    library's metadata cache and refresh pacing would add its own waits."""
+    polls are Metadata v4 requests with `allow_auto_topic_creation` false (before
+    v4 a Metadata request naming an unknown topic asks the broker to create it,
+    which here would forward a create and wait on the broker's read fence), back
+    to back on one connection opened before any clock starts, each one Kafka
+    round trip; a client library's metadata cache and refresh pacing would add
+    their own waits."""
     import socket
 
     from kafka.protocol.metadata import MetadataRequest
@@ -172,7 +175,7 @@ def visibility(cluster: Cluster) -> Callable[[str], None]:
     protocol = KafkaProtocol(client_id="bench-admin-visible")
 
     def known(topic: str) -> bool:
-        protocol.send_request(MetadataRequest[1](topics=[topic]))
+        protocol.send_request(MetadataRequest[4](topics=[topic], allow_auto_topic_creation=False))
         sock.sendall(protocol.send_bytes())
         while True:
             answers = protocol.receive_bytes(sock.recv(1 << 16))
