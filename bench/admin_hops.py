@@ -45,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,6 +61,12 @@ from tests.integration.controller_cluster import Cluster, cluster_with_online_br
 
 Window = tuple[str, bool, int, int]  # path, validate_only, start ns, end ns
 TRACE = Path(__file__).resolve().parent / "admin_hops_trace"
+
+
+def add_step(steps: dict[str, list[float]], name: str, a: int | None, b: int | None) -> None:
+    """One step's time in ms, from the stamps (ns) of its two ends, where both exist."""
+    if a is not None and b is not None:
+        steps.setdefault(name, []).append((b - a) / 1e6)
 
 
 def topic_names(prefix: str, n: int, batch: int) -> list[list[str]]:
@@ -162,9 +169,7 @@ def hops(windows: list[Window], events: dict[str, list[tuple[int, str]]]) -> Non
         steps: dict[str, list[float]] = {}
         overlapped = counted = 0
 
-        def add(name: str, a: int | None, b: int | None, steps: dict = steps) -> None:
-            if a is not None and b is not None:
-                steps.setdefault(name, []).append((b - a) / 1e6)
+        add = partial(add_step, steps)
 
         for p, v, start, end in windows:
             if (p, v) != (path, validate_only):
@@ -268,9 +273,7 @@ def by_position(placed: list[Placed], events: dict[str, list[tuple[int, str]]], 
         for place in sorted({p for q, p, _, _ in placed if q == path}):
             steps: dict[str, list[float]] = {}
 
-            def add(name: str, a: int | None, b: int | None, steps: dict = steps) -> None:
-                if a is not None and b is not None:
-                    steps.setdefault(name, []).append((b - a) / 1e6)
+            add = partial(add_step, steps)
 
             for q, p, start, end in placed:
                 if (q, p) != (path, place):
