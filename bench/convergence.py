@@ -18,8 +18,10 @@ estimate). Then:
 - `controller_cpu_us_per_commit_per_broker`: the active controller process's CPU
   (user + system, all threads, from /proc) over the window, divided by the
   changes committed and by the brokers fetching them; beside it the same CPU per
-  fetch answered, and the cores the agents' processes used (`--profile-dir` also
-  records a py-spy profile of the active controller, when py-spy is installed);
+  fetch answered, the cores the agents' processes, the two followers and this
+  process (the writer) used, and the machine's cores nobody used (`idle_cores`,
+  /proc/stat) (`--profile-dir` also records a py-spy profile of the active
+  controller, when py-spy is installed);
 - with `--profile-agent-dir`, one agents' process's CPU by thread and context
   switches (`agent_process_threads`) and a py-spy profile (`--profile-rate`);
   with `--time-parts`, the agents' CPU in their apply, cache append and ISR scan
@@ -54,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proc_threads import ProcessWatch, collector_clock
-from report import emit, percentile, process_cpu_s, say
+from report import emit, machine_idle_s, percentile, process_cpu_s, say
 from write_systems import VENV_BIN, QuorumSystem, free_port, wait_for
 
 from quorum.admin_client import AdminClient
@@ -290,10 +292,15 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
                                  args.profile_rate)  # fmt: skip
         cpu_before, window_start = process_cpu_s(leader_pid), time.monotonic()
         agents_before = sum(process_cpu_s(p.pid) for p in procs)
+        followers = [p.pid for p in system.members.procs.values() if p.pid != leader_pid]
+        followers_before, idle_before = sum(map(process_cpu_s, followers)), machine_idle_s()
+        own_before = time.process_time()
         changes = asyncio.run(change_stream(system, args.rate, args.seconds))
         time.sleep(1.0)  # the last changes reach everyone
         controller_cpu_s = process_cpu_s(leader_pid) - cpu_before
         agents_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - agents_before
+        followers_cpu_s = sum(map(process_cpu_s, followers)) - followers_before
+        idle_s, own_cpu_s = machine_idle_s() - idle_before, time.process_time() - own_before
         window_s = time.monotonic() - window_start
         threads = watch.finish() if watch is not None else None
         if profiler is not None:
@@ -346,7 +353,12 @@ def run_count(system: QuorumSystem, root: Path, brokers: int, first_id: int,
          controller_cpu_us_per_fetch=round(controller_cpu_s / max(fetches, 1) * 1e6, 1),
          agents_cpu_share=round(agents_cpu_s / window_s, 3),
          agents_cpu_us_per_fetch=round(agents_cpu_s / max(fetches, 1) * 1e6, 1),
-         agents_gc_s=round(sum(r.get("gc_s", 0.0) for r in reports), 3), **params)  # fmt: skip
+         agents_gc_s=round(sum(r.get("gc_s", 0.0) for r in reports), 3),
+         # the rest of the machine: the two follower controllers, this process (the
+         # writer of the changes) and the cores nobody used over the window
+         followers_cpu_share=round(followers_cpu_s / window_s, 3),
+         writer_cpu_share=round(own_cpu_s / window_s, 3),
+         idle_cores=round(idle_s / window_s, 3), **params)  # fmt: skip
     if threads is not None:
         emit(metric="agent_process_threads", fetches=reports[0]["fetches"],
              seconds=round(window_s, 2), threads=threads, io=watch.io if watch else {},

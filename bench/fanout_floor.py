@@ -19,7 +19,8 @@ Per broker count it prints (one JSON object each, `system: floor`):
 
 - `commit_to_receive_ms`: p50, p99 and max over every (commit, broker) pair;
 - `answers_per_s`, the server's CPU per answer (all threads, from /proc), its
-  cores, the client processes' cores, and the load average.
+  cores, the client processes' cores, the machine's cores nobody used over the
+  window (`idle_cores`, /proc/stat), and the load average.
 
 With `--systems floor,quorum` it also runs `bench/convergence.py` for the same
 broker count, seconds, rate and workers right after (or before: the order
@@ -56,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from proc_threads import ProcessWatch, collector_clock
-from report import emit, percentile, process_cpu_s, say
+from report import emit, machine_idle_s, percentile, process_cpu_s, say
 from spy import Profile
 from write_systems import VENV_BIN, free_port
 
@@ -321,13 +322,14 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
             watch = ProcessWatch(procs[0].pid, VENV_BIN / "py-spy", out, args.seconds,
                                  args.profile_rate)  # fmt: skip
         server_before, window_start = process_cpu_s(server.pid), time.monotonic()
-        clients_before = sum(process_cpu_s(p.pid) for p in procs)
+        clients_before, idle_before = sum(process_cpu_s(p.pid) for p in procs), machine_idle_s()
         server.stdin.write(f"start {args.seconds}\n")
         server.stdin.flush()
         assert server.stdout.readline().strip() == "done"
         time.sleep(1.0)  # the last commits reach everyone, as in convergence.py
         server_cpu_s = process_cpu_s(server.pid) - server_before
         clients_cpu_s = sum(process_cpu_s(p.pid) for p in procs) - clients_before
+        idle_s = machine_idle_s() - idle_before
         window_s = time.monotonic() - window_start
         if profile is not None:
             profile.finish()
@@ -356,6 +358,7 @@ def run_floor(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         "server_cpu_us_per_answer": round(server_cpu_s / max(fetches, 1) * 1e6, 1),
         "server_cpu_share": round(server_cpu_s / window_s, 3),
         "clients_cpu_share": round(clients_cpu_s / window_s, 3),
+        "idle_cores": round(idle_s / window_s, 3),  # the machine's cores nobody used
         "clients_cpu_us_per_answer": round(clients_cpu_s / max(fetches, 1) * 1e6, 1),
         "brokers_failed": sum(r["failed"] for r in reports), "load_average": load(),
         "clients_gc_s": round(sum(r["gc_s"] for r in reports), 3),
@@ -390,6 +393,7 @@ def run_quorum(brokers: int, args: argparse.Namespace) -> dict[str, Any]:
         elif fields["metric"] == "controller_cpu_us_per_commit_per_broker":
             merged["server_cpu_us_per_answer"] = fields["controller_cpu_us_per_fetch"]
             merged["clients_cpu_share"] = fields["agents_cpu_share"]
+            merged["idle_cores"] = fields.get("idle_cores")
         merged["load_average"] = fields.get("load_average")
     return merged
 
@@ -461,6 +465,8 @@ def main() -> None:
                  quorum_controller_cpu_us_per_answer=quorum.get("server_cpu_us_per_answer"),
                  floor_clients_cpu_share=floor["clients_cpu_share"],
                  quorum_agents_cpu_share=quorum.get("clients_cpu_share"),
+                 floor_idle_cores=floor.get("idle_cores"),
+                 quorum_idle_cores=quorum.get("idle_cores"),
                  load_average=load())  # fmt: skip
 
 

@@ -28,3 +28,11 @@ def process_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_idle_s() -> float:
+    """Idle (and I/O-wait) CPU seconds of the whole machine so far, all cores, from
+    /proc/stat: over a window, the cores nobody used, whoever the processes were."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
