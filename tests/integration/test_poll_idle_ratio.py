@@ -75,7 +75,11 @@ def test_idle_near_one_at_rest_and_lower_under_writes(cluster: Cluster) -> None:
         load.join(30)
     assert written and written[0] > 100, written
     assert 0.0 <= loaded <= 1.0
-    assert loaded < at_rest[leader] - 0.1, (at_rest[leader], loaded, written)
+    # The gauge follows the load: the drop's size is a write's CPU in the driver
+    # (benches measure that), which shrank as the write path got cheaper (a
+    # clean-clone run saw 0.987 -> 0.908 over 11,841 writes), so the margin is
+    # three times the at-rest noise (about 0.01), not a cost.
+    assert loaded < at_rest[leader] - 0.03, (at_rest[leader], loaded, written)
 
 
 def test_the_ratio_is_a_gauge_with_its_help(cluster: Cluster) -> None:
