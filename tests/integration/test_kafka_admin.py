@@ -3,7 +3,9 @@
 forwarded by the broker to the active controller, which validates and decides.
 
 Each client creates a topic by counts and one by explicit assignment and sees
-both at once in Metadata from the same broker, describes and changes a config,
+both in Metadata (librdkafka at once, from the broker it wrote through; aiokafka
+and kafka-python read from any broker, so they first wait for every broker to
+catch up), describes and changes a config,
 adds partitions, manages an ACL (aiokafka has no ACL API), deletes the topics
 and describes the cluster; each bad input gets Kafka's error with the
 controller's message and changes nothing (checked over the admin API)."""
@@ -42,6 +44,27 @@ def topics(cluster: Cluster) -> dict[str, tuple[int, int]]:
         t["Topic"]: (t["PartitionCount"], t["ReplicationFactor"])
         for t in ctl_json(cluster, "topics", "list")
     }
+
+
+def settled_everywhere(cluster: Cluster, shown: list[str], gone: list[str]) -> None:
+    """Wait until every broker's own Metadata shows `shown` and not `gone`.
+
+    The read fence gives read-your-writes on the broker that forwarded a write
+    (`test_metadata_on_another_connection_right_after_a_write_shows_it`); the other
+    brokers catch up within a fetch, as in Kafka. aiokafka and kafka-python send
+    Metadata to a random or least-loaded broker, so their reads wait for all."""
+    from tests.integration.kafka_wire import KafkaSocket, metadata_v12
+
+    def settled() -> bool:
+        for b in cluster.brokers:
+            with KafkaSocket("127.0.0.1", cluster.brokers[b].port) as s:
+                answer = s.request(3, 12, metadata_v12(shown + gone))
+                codes = {t.name: t.error_code for t in answer.topics}
+                if any(codes[n] != 0 for n in shown) or any(codes[n] == 0 for n in gone):
+                    return False
+        return True
+
+    cluster.wait_until(settled, 20, f"{shown} shown and {gone} gone on every broker")
 
 
 def topic_config(cluster: Cluster, name: str) -> dict[str, str]:
@@ -231,6 +254,7 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
                 pinned: {"assignments": {0: [101, 102], 1: [103, 101]}},
             }
         )
+        settled_everywhere(cluster, [counts, pinned], [])
         described = admin.describe_topics([counts, pinned])
         assert {t["name"]: len(t["partitions"]) for t in described} == {counts: 3, pinned: 2}
         assert topics(cluster)[pinned] == (2, 2)
@@ -285,7 +309,9 @@ def test_kafka_python_admin_client(cluster: Cluster) -> None:
         assert described_cluster["cluster_id"] == cluster.cluster_id
 
         admin.delete_topics([counts, pinned])
-        assert counts not in topics(cluster) and pinned not in admin.list_topics()
+        assert counts not in topics(cluster)
+        settled_everywhere(cluster, [], [counts, pinned])
+        assert counts not in admin.list_topics() and pinned not in admin.list_topics()
     finally:
         admin.close()
 
@@ -344,6 +370,7 @@ def test_aiokafka_admin_client(cluster: Cluster) -> None:
                 ]
             )
             assert [t[1] for t in answer.topic_errors] == [0, 0], answer
+            await asyncio.to_thread(settled_everywhere, cluster, [counts, pinned], [])
             described = await admin.describe_topics([counts, pinned])
             assert {t["topic"]: len(t["partitions"]) for t in described} == {counts: 3, pinned: 2}
 
@@ -373,6 +400,7 @@ def test_aiokafka_admin_client(cluster: Cluster) -> None:
 
             deleted = await admin.delete_topics([counts, pinned])
             assert [t[1] for t in deleted.topic_error_codes] == [0, 0], deleted
+            await asyncio.to_thread(settled_everywhere, cluster, [], [counts, pinned])
             assert counts not in await admin.list_topics()
         finally:
             await admin.close()
