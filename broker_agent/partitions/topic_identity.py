@@ -48,9 +48,10 @@ def claim(directory: Path, topic_id: str, deleter: LogDeleter) -> bool:
     """Make `directory` the replica directory of `topic_id`, before its log is
     opened; True when it held another topic's log, which is now set aside.
 
-    The file is synced before the log is created, and the log's creation syncs
-    the new directory (`open_segments`), entry and all: a log with records says
-    whose it is after a crash or a power loss. (Syncing the directory here as
+    The file is synced before the log is created, the log's creation syncs the
+    new directory (`open_segments`), and its first flush syncs the directory's
+    entry in the log directory (`FileLogStore`): a flushed log says whose it is
+    after a crash or a power loss. (Syncing the directory here as
     well cost each new replica two more fsyncs, measured in `bench/admin.py`'s
     brokers' CPU per topic.)"""
     found = read_topic_id(directory)

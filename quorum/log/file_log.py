@@ -107,6 +107,11 @@ class FileLogStore:
         self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
         self._unsynced_bytes = 0  # appended since the last flush began
         self._directory_unsynced = False
+        # The log's own entry in its parent: a new replica's directory (made by
+        # mkdir, here or by its caller) is durable only once the parent is
+        # synced. Owed once per open, paid by the first flush or roll, as
+        # Kafka's first flush of a log does (KAFKA-3968): nothing on the create path.
+        self._parent_unsynced = True
         self._state = threading.RLock()  # bookkeeping; never held during an fsync
         self._flush_idle = threading.Condition(self._state)
         self._flush_in_flight = False
@@ -248,10 +253,11 @@ class FileLogStore:
                 return None
             segments, self._unsynced = self._unsynced, []
             sync_directory, self._directory_unsynced = self._directory_unsynced, False
+            sync_parent, self._parent_unsynced = self._parent_unsynced, False
             size, self._unsynced_bytes = self._unsynced_bytes, 0
             self._flush_in_flight = True
             return PendingFlush(
-                self.end_offset, segments, sync_directory, size, self._complete_flush
+                self.end_offset, segments, sync_directory, size, self._complete_flush, sync_parent
             )
 
     def read(self, offset: int, max_bytes: int) -> list[Batch]:
@@ -334,6 +340,9 @@ class FileLogStore:
             self._roll(active.next_offset)
             fsync_dir(self.directory)
             self._directory_unsynced = False
+            if self._parent_unsynced:
+                fsync_dir(self.directory.parent)
+                self._parent_unsynced = False
             return True
 
     def segment_file(self, base_offset: int) -> Path:
@@ -491,11 +500,14 @@ class FileLogStore:
                 segment.sync()
             if flush.sync_directory:
                 fsync_dir(self.directory)
+            if flush.sync_parent:
+                fsync_dir(self.directory.parent)
         except BaseException:
             with self._state:  # nothing was made durable: keep owing it
                 pending = [s for s in self._unsynced if s not in flush.segments]
                 self._unsynced = flush.segments + pending
                 self._directory_unsynced |= flush.sync_directory
+                self._parent_unsynced |= flush.sync_parent
                 self._unsynced_bytes += flush.size
                 self._flush_finished()
             raise

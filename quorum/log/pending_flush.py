@@ -3,7 +3,8 @@
 The driver syncs small flushes on its own thread and hands large ones to a
 worker while the log's owner keeps appending (see `file_log.py`): this handle
 carries what `FileLogStore.begin_flush` fixed (the segments to sync, whether the
-directory needs it, the offset that becomes durable) from one thread to the
+directory and its entry in its parent need it, the offset that becomes durable)
+from one thread to the
 other, and makes sure the flush completes exactly once.
 """
 
@@ -27,10 +28,12 @@ class PendingFlush:
         sync_directory: bool,
         size: int,
         complete: Callable[[PendingFlush], None],
+        sync_parent: bool = False,
     ) -> None:
         self.end_offset = end_offset
         self.segments = segments
         self.sync_directory = sync_directory
+        self.sync_parent = sync_parent
         self.size = size
         self._complete = complete
         self._completed = False

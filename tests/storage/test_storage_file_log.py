@@ -317,6 +317,48 @@ def test_begin_flush_fixes_its_scope_and_holds_off_truncation(tmp_path: Path) ->
             pending.complete()
 
 
+def test_the_first_flush_makes_the_log_directory_entry_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new log's directory is an entry in its parent, durable only once the
+    parent is synced: the first flush (or roll) after each open pays that, once;
+    a sync that fails is owed again. Creating the log syncs nothing of it."""
+    from quorum.log import file_log
+
+    synced: list[Path] = []
+    failing: set[Path] = set()
+
+    def recording_fsync_dir(directory: Path) -> None:
+        if directory in failing:
+            failing.discard(directory)
+            raise OSError(5, "injected")
+        synced.append(directory)
+
+    monkeypatch.setattr(file_log, "fsync_dir", recording_fsync_dir)
+    directory = tmp_path / "topic-0"
+    log = open_log(directory, segment_bytes=1 << 20)
+    assert tmp_path not in synced
+    log.append([make_batch(0, 1)])
+    failing.add(tmp_path)
+    with pytest.raises(OSError):
+        log.flush(log.end_offset)
+    assert tmp_path not in synced and log.durable_end_offset == 0
+    log.flush(log.end_offset)
+    assert synced.count(tmp_path) == 1 and log.durable_end_offset == log.end_offset
+    log.append([make_batch(log.end_offset, 1)])
+    log.flush(log.end_offset)
+    assert synced.count(tmp_path) == 1
+
+    log = reopen(log, segment_bytes=1 << 20)
+    log.append([make_batch(log.end_offset, 1)])
+    assert log.roll()
+    assert synced.count(tmp_path) == 2
+    log.append([make_batch(log.end_offset, 1)])
+    log.flush(log.end_offset)
+    assert synced.count(tmp_path) == 2
+    log.close()
+
+
 def test_a_flush_says_how_many_bytes_it_syncs(tmp_path: Path) -> None:
     """The driver chooses where to fsync by this size (small ones on its loop)."""
     with open_log(tmp_path, segment_bytes=1 << 20) as log:
