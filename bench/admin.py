@@ -394,6 +394,12 @@ def main() -> None:
         help="a third path: gRPC creates, each followed by a wait until the Kafka path's "
         "broker shows the batch (the read fence's floor)",
     )  # fmt: skip
+    parser.add_argument(
+        "--client-nice", type=int, default=None, metavar="N",
+        help="the bench's clients (this process's threads, started after the cluster) "
+        "at nice N: with N < 0 they get a core before the co-located servers, as a "
+        "client on its own machine would (needs root)",
+    )  # fmt: skip
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     modes = (False,) if args.created_only else (False, True)
@@ -401,6 +407,10 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-admin-") as root,
         cluster_with_online_brokers(Path(root), *BROKERS) as cluster,
     ):
+        if args.client_nice is not None:
+            # Linux: per thread; the clients' threads (librdkafka's, gRPC's) are
+            # started from this one later and inherit it; the servers keep theirs.
+            os.setpriority(os.PRIO_PROCESS, 0, args.client_nice)
         grpc_b1: dict[bool, float] = {}  # validate_only -> gRPC topics/s at batch 1
         grpc_big: dict[bool, float] = {}  # validate_only -> gRPC median ms, largest batch
         brokers = pids(cluster.brokers.values())
@@ -484,6 +494,7 @@ def main() -> None:
                     for who in ("brokers", "controllers")
                 },
                 **visible_figures(rates, took, visible_costs),
+                client_nice=args.client_nice,
                 load_average=[load_before, [round(x, 1) for x in os.getloadavg()]],
             )
         if args.floor:
