@@ -10,20 +10,19 @@ Directory layout:
     leader-epoch-checkpoint         epoch -> start offset (epoch_cache.py)
 
 Durability follows the seam's contract. `append` writes each call's batches
-with one `writev` per segment touched and does not sync; `flush` makes
-everything appended so far durable with one fdatasync of the active segment
-(plus the directory after a segment roll, and the epoch cache after an epoch
-change). `truncate`, `advance_start` and `reset_to_snapshot` are durable when
-they return. Opening the directory validates every batch (see recovery.py):
-a torn tail is cut, anything else damaged raises before any byte is changed.
+with one `writev` per segment touched and does not sync; `flush` makes all
+appended so far durable with one fdatasync of the active segment (plus the
+directory after a roll, its entry in its parent after an open, and the epoch
+cache after an epoch change). `truncate`, `advance_start` and `reset_to_snapshot`
+are durable when they return. Opening validates every batch (recovery.py): a
+torn tail is cut, anything else damaged raises before any byte is changed.
 
-Threads: one thread owns the log, but the fsync of a flush may run on another
-while the owner keeps appending: `begin_flush` fixes what a flush covers (and
-says how many bytes it must sync), `PendingFlush.complete` does the fsync
-without holding any lock `append` needs. The driver syncs small flushes on its
-own thread and hands large ones to a worker. Flushes are serialised, and
-operations that delete or cut segments wait for the one in flight. A directory
-lock keeps a second process out.
+Threads: one thread owns the log, but a flush's fsync may run on another while
+the owner appends: `begin_flush` fixes what a flush covers (and its bytes),
+`PendingFlush.complete` syncs without holding any lock `append` needs. The
+driver syncs small flushes on its own thread, large ones in a worker. Flushes
+are serialised; deleting or cutting segments waits for the one in flight. A
+directory lock keeps a second process out.
 """
 
 from __future__ import annotations
@@ -81,17 +80,15 @@ class FileLogStore:
         `sync_on_open`: make what the log holds durable before it is used (the
         Raft log: a node votes and acknowledges on what it finds, so its tail
         and epoch cache are synced once at open). False for the data plane,
-        whose durability comes from replication, not from local syncs: a killed
-        process's writes are in the page cache and reach the disk anyway, a
-        machine crash loses an unflushed tail either way, and a replica that
-        lost one truncates by leader epoch and fetches it again from the leader.
-        The epoch cache is rebuilt from the batches at every open, so a missing
-        or stale file costs nothing then; it stays dirty in memory and is written
-        (synced) before anything that could make the batches disagree with it:
-        a truncation, a compacted segment swap, or a flush. Only a torn tail's
-        cut, deleted leftovers and a new first segment are still made durable:
-        rare, and cheap next to the ~3 syncs per log the rest cost (1,000
-        replicas of a restarted broker: seconds)."""
+        whose durability comes from replication: a killed process's writes are in
+        the page cache anyway, a machine crash loses an unflushed tail either way,
+        and a replica that lost one truncates by leader epoch and fetches it again.
+        The epoch cache is rebuilt from the batches at every open; it stays dirty
+        in memory and is written (synced) before anything that could make the
+        batches disagree with it: a truncation, a compacted segment swap, or a
+        flush. Only a torn tail's cut, deleted leftovers and a new first segment
+        are still made durable: rare, and cheap next to the ~3 syncs per log the
+        rest cost (1,000 replicas of a restarted broker: seconds)."""
         if not 0 < segment_bytes <= MAX_SEGMENT_BYTES:
             raise ValueError(f"segment_bytes must be in (0, {MAX_SEGMENT_BYTES}]")
         if index_interval_bytes <= 0:
@@ -107,11 +104,7 @@ class FileLogStore:
         self._unsynced: list[Segment] = []  # segments with appends not yet fsync'd
         self._unsynced_bytes = 0  # appended since the last flush began
         self._directory_unsynced = False
-        # The log's own entry in its parent: a new replica's directory (made by
-        # mkdir, here or by its caller) is durable only once the parent is
-        # synced. Owed once per open, paid by the first flush or roll, as
-        # Kafka's first flush of a log does (KAFKA-3968): nothing on the create path.
-        self._parent_unsynced = True
+        self._parent_unsynced = True  # its entry in the parent: 1st flush/roll (KAFKA-3968)
         self._state = threading.RLock()  # bookkeeping; never held during an fsync
         self._flush_idle = threading.Condition(self._state)
         self._flush_in_flight = False
@@ -556,8 +549,7 @@ class FileLogStore:
             self._unsynced.append(segment)
 
     def _roll(self, base_offset: int) -> Segment:
-        # Sync the full segment before its successor exists, so a crash can
-        # never leave a later segment behind a torn earlier one.
+        # Synced before its successor exists: no later segment behind a torn one.
         previous = self._segments[-1]
         previous.sync()
         previous.write_index()
