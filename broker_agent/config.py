@@ -33,6 +33,8 @@ Kafka's keys (same meaning, same default):
                                                in a fetch (the first batch comes whole)
 ``replica.fetch.wait.max.ms``                  500: how long a leader parks a
                                                follower's fetch that finds nothing new
+``num.recovery.threads.per.data.dir``          1: threads opening replicas' logs (at
+                                               start-up, and those a metadata change adds)
 ``min.insync.replicas``                        1: acks=all needs an ISR this large
 ``message.max.bytes``                          1048588: the largest record batch
 ``log.segment.bytes``                          1 GiB
@@ -166,6 +168,7 @@ KEYS: tuple[str, ...] = (
     "replica.lag.time.max.ms",
     "replica.fetch.max.bytes",
     "replica.fetch.wait.max.ms",
+    "num.recovery.threads.per.data.dir",
     "min.insync.replicas",
     "message.max.bytes",
     "log.segment.bytes",
@@ -225,6 +228,7 @@ _INTS: dict[str, IntSpec] = {
     "replica.lag.time.max.ms": IntSpec("replica_lag_time_max_ms", 30_000, 1, LONG_MAX),
     "replica.fetch.max.bytes": IntSpec("replica_fetch_max_bytes", 1024 * 1024, 0),
     "replica.fetch.wait.max.ms": IntSpec("replica_fetch_wait_max_ms", 500, 0),
+    "num.recovery.threads.per.data.dir": IntSpec("num_recovery_threads_per_data_dir", 1, 1, 64),
     "min.insync.replicas": IntSpec("min_insync_replicas", 1, 1),
     "message.max.bytes": IntSpec("message_max_bytes", 1024 * 1024 + 12, 0),
     "log.segment.bytes": IntSpec("log_segment_bytes", 1 << 30, MIN_SEGMENT_BYTES),
@@ -341,6 +345,7 @@ class BrokerConfig:
     socket_request_max_bytes: int = 104_857_600
     replica_fetch_max_bytes: int = 1024 * 1024
     replica_fetch_wait_max_ms: int = 500
+    num_recovery_threads_per_data_dir: int = 1
     connections_max_idle_ms: int = 600_000
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000

@@ -89,6 +89,7 @@ def replica_config(config: BrokerConfig) -> ReplicaConfig:
         replica_lag_time_max_ms=config.replica_lag_time_max_ms,
         replica_fetch_max_bytes=config.replica_fetch_max_bytes,
         replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+        num_recovery_threads_per_data_dir=config.num_recovery_threads_per_data_dir,
         message_max_bytes=config.message_max_bytes,
         log=LogConfig(
             segment_bytes=config.log_segment_bytes,

@@ -3,8 +3,9 @@
 Creating a replica's log costs fsyncs (its first segment, its directory), ~10 ms
 each under load, and opening an existing one a scan of its tail (no syncs: see
 `FileLogStore`'s `sync_on_open`). The replica manager hands such opens
-here: in chunks of `OPEN_CHUNK` on `OPEN_THREADS` threads, so a forwarded
-CreateTopics of 100 topics no longer waits for ~33 opens, and each chunk's
+here: in chunks of `OPEN_CHUNK` on `num.recovery.threads.per.data.dir` threads
+(Kafka's name for the threads that load logs; 1 by default, as in Kafka), so a
+forwarded CreateTopics of 100 topics no longer waits for ~33 opens, and each chunk's
 replicas join (at the latest metadata, the manager's callback) once open, so a
 restarted broker's first followers fetch while the rest still open. Until then
 a Produce or Fetch for such a replica waits for it (`until_open`, within its
@@ -19,6 +20,11 @@ timeout, `sys.setswitchinterval`, starts again at every release): a worker
 opening 33 logs kept the loop from the GIL until it was done, and a forwarded
 CreateTopics' reply waited for that (docs/benchmarks.md, issue 36, sixth
 pass). Waiting for the loop instead lets it through between two logs.
+
+One thread, not four: more threads made the opens' GIL traffic the loop's wait
+(a forwarded CreateTopics of 100 topics, alternated: 15.7-18.7 ms median with
+one, 19.3-21.2 with four), and a restarted broker's 1,000 opens took no longer
+(docs/benchmarks.md, "One log-opening thread").
 """
 
 from __future__ import annotations
@@ -37,9 +43,8 @@ from broker_agent.partitions.producer_state import ProducerStateTable
 
 log = logging.getLogger("broker_agent.partitions.replica_manager")
 
-# Replicas' logs opened per worker-thread job, and the threads opening them.
+# Replicas' logs opened per worker-thread job.
 OPEN_CHUNK = 50
-OPEN_THREADS = 4
 
 Key = tuple[str, int]
 
@@ -82,8 +87,10 @@ class BackgroundOpener:
         open_log: OpenLog,
         on_opened: OnOpened,
         closed: Callable[[], bool],
+        threads: int = 1,
     ) -> None:
         self.broker_id = broker_id
+        self.threads = threads
         self._open_log = open_log
         self._on_opened = on_opened
         self._closed = closed
@@ -115,7 +122,7 @@ class BackgroundOpener:
         for key in keys:
             self.opening[key] = loop.create_future()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(OPEN_THREADS, thread_name_prefix="log-open")
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="log-open")
         job = loop.run_in_executor(self._pool, open_all)
         self._jobs.add(job)
         job.add_done_callback(lambda done: self._opened(keys, done))
@@ -158,4 +165,4 @@ class BackgroundOpener:
             self._pool.shutdown(wait=False)
 
 
-__all__ = ["OPEN_CHUNK", "OPEN_THREADS", "BackgroundOpener", "OpenedLog"]
+__all__ = ["OPEN_CHUNK", "BackgroundOpener", "OpenedLog"]

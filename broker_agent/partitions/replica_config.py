@@ -28,6 +28,7 @@ class ReplicaConfig:
     replica_fetch_backoff_ms: int = 1_000
     tick_interval_ms: int | None = 1_000  # None: the caller ticks (tests)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    num_recovery_threads_per_data_dir: int = 1  # the threads opening replicas' logs
 
 
 def log_config_for(defaults: LogConfig, message_max_bytes: int, topic: dict[str, str]) -> LogConfig:

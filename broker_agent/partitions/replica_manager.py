@@ -130,6 +130,7 @@ class ReplicaManager:
             lambda assignment, config, now: self._open_log(assignment, config, now),
             self._join_opened,
             lambda: self._closed,
+            self.config.num_recovery_threads_per_data_dir,
         )
         # What the metadata wants here: replica -> assignment, and hosted topics'
         # configs; kept current from the image's changes by `_metadata` (images).

@@ -1,9 +1,12 @@
 """The followers' fetch keys of a broker's properties file, Kafka's names and
 defaults: `replica.fetch.max.bytes` (per partition, the first batch comes whole)
 and `replica.fetch.wait.max.ms` (how long the leader parks a fetch), which Kafka
-requires to be at most `replica.lag.time.max.ms`."""
+requires to be at most `replica.lag.time.max.ms`; and
+`num.recovery.threads.per.data.dir`, the threads that open replicas' logs."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,16 @@ BROKER = {
 def test_kafkas_defaults() -> None:
     config = replica_config(parse_broker_config(BROKER))
     assert (config.replica_fetch_max_bytes, config.replica_fetch_wait_max_ms) == (1048576, 500)
+    assert config.num_recovery_threads_per_data_dir == 1
+
+
+def test_the_log_opening_threads_reach_the_replica_manager(tmp_path: Path) -> None:
+    from broker_agent.partitions.replica_manager import ReplicaManager
+
+    config = replica_config(
+        parse_broker_config({**BROKER, "num.recovery.threads.per.data.dir": "3"})
+    )
+    assert ReplicaManager(101, tmp_path, config)._opener.threads == 3
 
 
 def test_the_keys_reach_the_followers_fetcher() -> None:
@@ -37,6 +50,8 @@ def test_the_keys_reach_the_followers_fetcher() -> None:
     [
         ({"replica.fetch.max.bytes": "-1"}, "replica.fetch.max.bytes"),
         ({"replica.fetch.wait.max.ms": "soon"}, "replica.fetch.wait.max.ms"),
+        ({"num.recovery.threads.per.data.dir": "0"}, "num.recovery.threads.per.data.dir"),
+        ({"num.recovery.threads.per.data.dir": "1000"}, "num.recovery.threads.per.data.dir"),
         (
             {"replica.fetch.wait.max.ms": "30001", "replica.lag.time.max.ms": "30000"},
             "replica.fetch.wait.max.ms",

@@ -75,3 +75,34 @@ def test_the_worker_lets_the_loop_turn_before_each_log(
 
     asyncio.run(go())
     assert events == ["turn", "open"] * 5
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_opens_run_on_at_most_the_configured_threads(tmp_path: Path, threads: int) -> None:
+    """`num.recovery.threads.per.data.dir`: 250 new logs (five chunks) open on that
+    many worker threads at most, none on the loop's."""
+    from broker_agent.partitions.replica_config import ReplicaConfig
+
+    used: set[int] = set()
+    real_open = ReplicaManager._open_log
+
+    def opened(manager: ReplicaManager, *args: object) -> object:
+        used.add(threading.get_ident())
+        return real_open(manager, *args)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        loop_thread = threading.get_ident()
+        config = ReplicaConfig(num_recovery_threads_per_data_dir=threads)
+        manager = ReplicaManager(0, tmp_path, config)
+        keys = [(f"t{i}", 0) for i in range(250)]
+        parts = tuple(PartitionAssignment(t, "id", 0, (0,), (0,), 0, 0, 0) for t, _ in keys)
+        manager.apply_metadata(MetadataView(parts, {}), open_in_background=True)
+        await manager._opener.until_open(keys, 60)
+        assert all(manager.partition_state(t, 0) is not None for t, _ in keys)
+        assert loop_thread not in used
+        await manager.close()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ReplicaManager, "_open_log", opened)
+        asyncio.run(go())
+    assert 1 <= len(used) <= threads
