@@ -44,7 +44,6 @@ from broker_agent.partitions.record_codec import (
     Record,
     UnsupportedCompression,
     has_delete_horizon,
-    readable,
     records_of,
     rewrite_batch,
     scan_keys,
@@ -126,15 +125,18 @@ class MappedRange:
     Every record of that range with a key is in the map, so a batch wholly
     inside it keeps exactly the records whose offsets the map holds (keyless
     ones go): counting them needs no read of its records, and most batches of
-    a dirty log keep none."""
+    a dirty log keep none. Except the batches the map could not read (`unread`:
+    corrupt, or over the decompression bound), which are kept whole."""
 
     start: int
     end: int
     latest: list[int]
+    unread: frozenset[int] = frozenset()  # base offsets
 
     def kept_in(self, base_offset: int, next_offset: int) -> int | None:
-        """How many records of the batch [base, next) stay; None outside the range."""
-        if base_offset < self.start or next_offset > self.end:
+        """How many records of the batch [base, next) stay; None outside the
+        range or for a batch the map could not read."""
+        if base_offset < self.start or next_offset > self.end or base_offset in self.unread:
             return None
         return bisect_left(self.latest, next_offset) - bisect_left(self.latest, base_offset)
 
@@ -246,7 +248,8 @@ class LogCleaner:
         cleanable = cleanable_range(plog, high_watermark, now_ms)
         segments = plog.store.segments
         offsets = self.offset_map()
-        map_end = yield from self._build_map(plog, cleanable, offsets)
+        unread: set[int] = set()
+        map_end = yield from self._build_map(plog, cleanable, offsets, unread)
         result.map_end = map_end
         self.stats.last_buffer_utilization = offsets.size / offsets.slots
         if plog.store.segments[: len(segments) - 1] != segments[:-1]:
@@ -254,7 +257,9 @@ class LogCleaner:
             self.stats.aborted_rounds += 1
             return
         groups = _groups(segments, max(map_end, cleanable.first_dirty), plog)
-        mapped = MappedRange(cleanable.first_dirty, map_end, offsets.sorted_offsets())
+        mapped = MappedRange(
+            cleanable.first_dirty, map_end, offsets.sorted_offsets(), frozenset(unread)
+        )
         for group, end in groups:
             swapped = yield from self._clean_group(
                 plog, group, end, offsets, mapped, now_ms, producers, result, hook
@@ -285,9 +290,10 @@ class LogCleaner:
     # ------------------------------------------------------------ the map
 
     def _build_map(
-        self, plog: PartitionLog, cleanable: CleanableRange, offsets: OffsetMap
+        self, plog: PartitionLog, cleanable: CleanableRange, offsets: OffsetMap, unread: set[int]
     ) -> Generator[int, None, int]:
-        """Step 2; returns where mapping stopped (the first offset not mapped)."""
+        """Step 2; returns where mapping stopped (the first offset not mapped), and
+        adds to `unread` the batches it could not read."""
         offset = cleanable.first_dirty
         end = cleanable.first_uncleanable
         step = 0
@@ -302,8 +308,8 @@ class LogCleaner:
                 if not batch.control:
                     try:
                         scan = scan_keys(batch.payload)
-                    except UnsupportedCompression:
-                        pass  # kept whole when cleaned: nothing of it is mapped
+                    except (UnsupportedCompression, InvalidRecordBatch):
+                        unread.add(batch.base_offset)  # kept whole: nothing of it mapped
                     else:
                         new_keys = offsets.new_keys(scan.keys)
                         if offsets.size + new_keys > offsets.max_entries:
@@ -402,10 +408,8 @@ def _filter(
         header = parse_header(batch.payload)
     except InvalidRecordBatch:
         return batch
-    if (
-        readable(header)
-        and mapped.kept_in(batch.base_offset, batch.next_offset) == 0
-        and not _last_of_producer(header.producer_id, batch.base_offset, producers)
+    if mapped.kept_in(batch.base_offset, batch.next_offset) == 0 and not _last_of_producer(
+        header.producer_id, batch.base_offset, producers
     ):
         result.records_removed += header.records_count
         return None

@@ -9,8 +9,8 @@ first record whose timestamp is at or after the one asked (in the first batch
 whose max timestamp is), and for MAX_TIMESTAMP (-3, KIP-734) the first record
 carrying the log's largest timestamp. Either is then shown only if it lies below
 `end` (Kafka filters the same way: a consumer is told of no offset it may not
-read yet). The records are read from uncompressed and gzip batches; a batch in
-another codec (lz4, snappy, zstd: the broker has no decompressor for them) is
+read yet). The records are read in every codec (`compression.py`); a batch the
+broker does not read (corrupt, or records over `MAX_DECOMPRESSED_BYTES`) is
 answered with its base offset and max timestamp, which is never past the exact
 record, so a consumer that seeks there misses nothing. Each segment's largest
 timestamp is remembered between lookups (`time_index.py`), so a lookup reads only

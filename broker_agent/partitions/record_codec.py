@@ -13,20 +13,26 @@ the record count, max timestamp, length and CRC-32C are recomputed. Records are
 copied as they are, since their offset and timestamp deltas are relative to the
 unchanged base, except when the batch gets a delete horizon (KIP-534: attribute
 bit 6, and `baseTimestamp` then holds the horizon): their timestamp deltas are
-re-encoded against it. Uncompressed and gzip batches are rewritten; other codecs
-are left whole (`UnsupportedCompression`), which never loses a latest value.
+re-encoded against it. Batches are read and rewritten in their own codec (gzip,
+snappy, lz4, zstd: `compression.py`); a batch this broker does not read (an unknown
+codec, or records over `MAX_DECOMPRESSED_BYTES`) is left whole
+(`UnsupportedCompression`), which never loses a latest value.
 kio's record readers are not used: they round timestamps to seconds.
 """
 
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import google_crc32c
 
+from broker_agent.partitions.compression import (
+    UnsupportedCompression,
+    compress,
+    decompress,
+)
 from broker_agent.partitions.record_batch import (
     HEADER_SIZE,
     InvalidRecordBatch,
@@ -35,17 +41,12 @@ from broker_agent.partitions.record_batch import (
 )
 
 COMPRESSION_MASK = 0x07
-GZIP = 1
 LOG_APPEND_TIME_FLAG = 0x08
 DELETE_HORIZON_FLAG = 0x40
 NO_TIMESTAMP = -1
 _CRC_START = 21
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
 _PREFIX = struct.Struct(">qiibI")  # baseOffset, batchLength, epoch, magic, crc
-
-
-class UnsupportedCompression(Exception):
-    """A codec this broker cannot decompress (snappy, lz4, zstd)."""
 
 
 class Record(NamedTuple):
@@ -117,11 +118,6 @@ def write_varint(value: int) -> bytes:
         zigzag >>= 7
     out.append(zigzag)
     return bytes(out)
-
-
-def readable(header: RecordBatchHeader) -> bool:
-    """Whether this broker reads the batch's records (uncompressed or gzip)."""
-    return header.attributes & COMPRESSION_MASK in (0, GZIP)
 
 
 def has_delete_horizon(header: RecordBatchHeader) -> bool:
@@ -314,19 +310,8 @@ def keyless_record(batch: bytes) -> bool:
 
 
 def _decompressed(header: RecordBatchHeader, data: bytes) -> bytes:
-    codec = header.attributes & COMPRESSION_MASK
-    if codec == 0:
-        return data
-    if codec == GZIP:
-        try:
-            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-        except zlib.error as exc:
-            raise InvalidRecordBatch(f"gzip records: {exc}") from None
-    raise UnsupportedCompression(f"compression codec {codec}")
+    return decompress(header.attributes & COMPRESSION_MASK, data)
 
 
 def _compressed(header: RecordBatchHeader, data: bytes) -> bytes:
-    if header.attributes & COMPRESSION_MASK == GZIP:
-        compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
-        return compressor.compress(data) + compressor.flush()
-    return data
+    return compress(header.attributes & COMPRESSION_MASK, data)

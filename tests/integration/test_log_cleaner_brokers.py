@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker_agent.partitions.compare import compare_compacted, stored_batches
+from broker_agent.partitions.record_batch import parse_header
 from broker_agent.partitions.record_codec import records_of
 from tests.integration.controller_cluster import Cluster, ctl_json, running_cluster
 from tests.integration.kafka_wire import wait_for_topic_everywhere
@@ -60,6 +62,17 @@ def create_compacted(cluster: Cluster, topic: str) -> None:
     wait_for_topic_everywhere(cluster, topic)
 
 
+def assert_keyless_refused(producer: Any, topic: str) -> None:
+    """A record without a key: Kafka's INVALID_RECORD, as a compacted topic answers."""
+    from confluent_kafka import KafkaError
+
+    refused: list[Any] = []
+    producer.produce(topic, b"no key", on_delivery=lambda e, m: refused.append(e))
+    producer.flush(30)
+    assert refused and refused[0] is not None
+    assert refused[0].code() == KafkaError.INVALID_RECORD
+
+
 def below_active_segment(directory: Path) -> int:
     """Records a replica holds below its active (newest) segment."""
     bases = sorted(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
@@ -71,7 +84,7 @@ def below_active_segment(directory: Path) -> int:
 
 
 def test_a_compacted_topic_keeps_every_keys_latest_value(cluster: Cluster) -> None:
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
     create_compacted(cluster, TOPIC)
     producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
@@ -86,12 +99,7 @@ def test_a_compacted_topic_keeps_every_keys_latest_value(cluster: Cluster) -> No
             producer.poll(0)
     assert producer.flush(120) == 0 and not errors, errors[:3]
 
-    # A record without a key: Kafka's INVALID_RECORD, as a compacted topic answers.
-    refused: list[object] = []
-    producer.produce(TOPIC, b"no key", on_delivery=lambda e, m: refused.append(e))
-    producer.flush(30)
-    assert refused and refused[0] is not None
-    assert refused[0].code() == KafkaError.INVALID_RECORD  # type: ignore[attr-defined]
+    assert_keyless_refused(producer, TOPIC)
 
     # Every replica cleans its own log until at most a small multiple of the
     # key count is left below its active segment.
@@ -121,3 +129,56 @@ def test_a_compacted_topic_keeps_every_keys_latest_value(cluster: Cluster) -> No
     assert offsets == sorted(set(offsets)) and offsets[-1] == RECORDS - 1
     assert len(offsets) < RECORDS  # the gaps where superseded records were
     assert compare_compacted(dirs, RECORDS) == []
+
+
+@pytest.mark.parametrize(("codec", "number"), [("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_snappy_lz4_and_zstd_batches_are_compacted(
+    cluster: Cluster, codec: str, number: int
+) -> None:
+    """librdkafka producing in each of Kafka's other codecs: every replica's cleaner
+    reads those batches and writes them back in the same codec (snappy in xerial's
+    framing), librdkafka reads the rewritten ones, and a keyless record inside such a
+    batch is refused as Kafka refuses it. Before, these batches were kept whole: a
+    compacted topic written by such a producer never shrank."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    keys, records = 100, 20_000
+    topic = f"changelog-{codec}"
+    create_compacted(cluster, topic)
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+                         "linger.ms": 5, "compression.type": codec})  # fmt: skip
+    errors: list[str] = []
+    latest: dict[bytes, bytes] = {}
+    for i in range(records):
+        key, value = b"key-%d" % (i % keys), b"value-%d-" % i + b"x" * 40
+        latest[key] = value
+        producer.produce(topic, value, key, on_delivery=lambda e, m: e and errors.append(str(e)))
+    assert producer.flush(60) == 0 and not errors, errors[:3]
+    assert_keyless_refused(producer, topic)
+
+    dirs = [replica_dir(cluster, b, topic) for b in BROKERS]
+    cluster.wait_until(
+        lambda: all(below_active_segment(d) <= 3 * keys for d in dirs), 120,
+        f"every replica compacted its {codec} batches",
+    )  # fmt: skip
+    for directory in dirs:
+        codecs = {parse_header(data).attributes & 0x07 for _, _, data in stored_batches(directory)}
+        assert codecs == {number}
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen: dict[bytes, bytes] = {}
+    last = -1
+    try:
+        while last < records - 1:
+            messages = consumer.consume(1000, timeout=5)
+            assert messages, f"nothing after offset {last}"
+            for message in messages:
+                assert message.error() is None, message.error()
+                seen[message.key()] = message.value()
+                last = message.offset()
+    finally:
+        consumer.close()
+    assert seen == latest
+    assert compare_compacted(dirs, records) == []

@@ -6,6 +6,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import (
     BASE_TIME_MS,
     batch_headers,
@@ -270,25 +271,44 @@ def test_segment_ms_rolls_the_active_segment(tmp_path: Path) -> None:
     assert [s.base_offset for s in follower.store.segments] == [0, 2]
 
 
-def test_gzip_batches_are_rewritten_compressed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_are_rewritten_in_their_codec(tmp_path: Path, codec: int) -> None:
     plog = open_log(tmp_path / "t-0")
     for r in range(5):
         records = [(b"k%d" % k, b"r%d" % r * 30) for k in range(8)]
-        produce(plog, gzip_batch(make_batch(records)))
+        produce(plog, compressed_batch(make_batch(records), codec))
     plog.store.roll()
     clean(plog)
     data = plog.read(0, 1 << 30, plog.log_end_offset)
     headers = [h for h, _ in split_batches(data, allow_empty=True)]
-    assert all(h.attributes & 0x07 == 1 for h in headers)
+    assert all(h.attributes & 0x07 == codec for h in headers)
     _, records = records_of(data)
     assert {(r.key, r.offset) for r in records} == {(b"k%d" % k, 32 + k) for k in range(8)}
 
 
-def gzip_batch(batch: bytes) -> bytes:
-    """The same records, gzip-compressed (attributes bit 0), CRC recomputed."""
+def test_a_batch_over_the_decompression_bound_is_kept_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A zstd batch whose records would decompress past the bound (a bomb) is
+    neither read nor cleaned; the batches around it are."""
+    from broker_agent.partitions import compression
+
+    plog = open_log(tmp_path / "t-0")
+    produce(plog, make_batch([(b"k", b"old")]))
+    produce(plog, compressed_batch(make_batch([(b"k", bytes(200_000))]), 4))
+    produce(plog, make_batch([(b"k", b"new")]))
+    plog.store.roll()
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 100_000)
+    clean(plog)
+    data = plog.read(0, 1 << 30, plog.log_end_offset)
+    assert [h.base_offset for h, _ in split_batches(data, allow_empty=True)] == [1, 2]
+
+
+def compressed_batch(batch: bytes, codec: int) -> bytes:
+    """The same records, compressed with `codec` (attributes bits 0-2), CRC recomputed."""
     header, records = records_of(batch)
-    gz = replace(header, attributes=header.attributes | 1)
-    return rewrite_batch(gz, records, None)
+    packed = replace(header, attributes=header.attributes | codec)
+    return rewrite_batch(packed, records, None)
 
 
 def test_compare_compacted_reports_a_different_latest_value(tmp_path: Path) -> None:

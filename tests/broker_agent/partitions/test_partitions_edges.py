@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import zlib
 from pathlib import Path
 
 import google_crc32c
@@ -13,11 +12,9 @@ from kio.schema.errors import ErrorCode
 from partitions_cluster import Cluster, eventually, make_batch, run
 
 from broker_agent.partitions.api import FetchPartition
+from broker_agent.partitions.compression import GZIP, LZ4, ZSTD, compress
 from broker_agent.partitions.partition_log import LogConfig
 from broker_agent.partitions.record_batch import HEADER_SIZE
-from broker_agent.partitions.record_codec import GZIP
-
-LZ4 = 3
 
 T = "events"
 
@@ -123,14 +120,12 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
     run(scenario, tmp_path, broker_ids=(0,))
 
 
-def with_codec(batch: bytes, codec: int) -> bytes:
-    """`batch` with its records compressed by `codec` (1 gzip); any other codec
-    marks the records as compressed by it without compressing them, which is all
-    a broker that cannot read that codec sees of them."""
+def with_codec(batch: bytes, codec: int, corrupt: bool = False) -> bytes:
+    """`batch` with its records compressed by `codec`; `corrupt`: marked as
+    compressed by it but left as they are, which the broker cannot read."""
     records = batch[HEADER_SIZE:]
-    if codec == GZIP:
-        packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
-        records = packer.compress(records) + packer.flush()
+    if not corrupt:
+        records = compress(codec, records)
     (attributes,) = struct.unpack_from(">h", batch, 21)
     body = struct.pack(">h", attributes | codec) + batch[23:HEADER_SIZE] + records
     crc = google_crc32c.value(body)
@@ -140,8 +135,8 @@ def with_codec(batch: bytes, codec: int) -> bytes:
 def test_list_offsets_by_time_and_max_timestamp_answer_the_record(tmp_path: Path) -> None:
     """Kafka answers the record, not its batch: the first one at or after the time
     asked, and for -3 (MAX_TIMESTAMP) the first one carrying the largest timestamp,
-    each with its own timestamp; gzip batches are read, a codec the broker cannot
-    read is answered with its batch's base offset. Only offsets below the HW are
+    each with its own timestamp, inside compressed batches too; a batch the broker
+    cannot read is answered with its base offset. Only offsets below the HW are
     told to consumers; a tool (DEBUGGING_REPLICA_ID) is told up to the LEO."""
     t = 1_700_000_000_000
 
@@ -161,10 +156,14 @@ def test_list_offsets_by_time_and_max_timestamp_answer_the_record(tmp_path: Path
         assert at(T, 0, t + 5, -1) == (ErrorCode.none, 1, t + 30, 0)  # not 0: batch max t+30
         assert at(T, 0, t + 30, -1)[1:3] == (1, t + 30)
         assert at(T, 0, t + 31, -1)[1:3] == (4, t + 50)  # inside the gzip batch
-        assert at(T, 0, t + 55, -1)[1:3] == (5, t + 60)  # lz4: its base offset, max time
+        assert at(T, 0, t + 55, -1)[1:3] == (6, t + 60)  # inside the lz4 batch
         assert at(T, 0, t + 61, -1) == (ErrorCode.none, -1, -1, -1)
-        # t+60 twice (lz4 batch and offset 7): the first batch holding it, at its base.
-        assert at(T, 0, -3, -1) == (ErrorCode.none, 5, t + 60, 0)
+        # t+60 twice (offset 6, in the lz4 batch, and 7): the first.
+        assert at(T, 0, -3, -1) == (ErrorCode.none, 6, t + 60, 0)
+        unreadable = with_codec(make_batch(b"j", b"k", timestamps_ms=[t + 70, t + 80]), ZSTD, True)
+        assert (await leader.append(T, 0, unreadable, 1, 1_000)).error == ErrorCode.none  # 9-10
+        assert at(T, 0, t + 75, -1)[1:3] == (9, t + 80)  # its base offset, its max time
+        assert at(T, 0, -3, -1) == (ErrorCode.none, 9, t + 80, 0)
 
     run(scenario, tmp_path, broker_ids=(0,))
 
