@@ -36,7 +36,12 @@ class PartitionState:
     them in a worker thread while applying goes on. Nothing assigns a field after
     construction except the snapshot memo. (Not `frozen=True`: a frozen
     dataclass takes five times as long to build, and a million partitions are
-    built on every replica.)"""
+    built on every replica.)
+
+    It says nothing of which partition it is, so the image shares one object
+    between every partition in the same state (`partition_states.py`): a
+    million partitions over a few brokers hold a few hundred states, not a
+    million."""
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
@@ -45,10 +50,11 @@ class PartitionState:
     partition_epoch: int
     removing_replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
-    # Its snapshot record, encoded by the first snapshot that meets this state and
-    # kept, so a later snapshot encodes only the partitions that changed since
-    # (not an __init__ argument, so `dataclasses.replace` starts it afresh).
-    snapshot_value: bytes | None = field(default=None, init=False, compare=False, repr=False)
+    # Its PartitionRecord's fields 3-9 encoded, by the first snapshot that meets
+    # this state, and kept: a partition's snapshot record is a few bytes of its
+    # own ids before these (`image_records.partition_value`). Not an __init__
+    # argument, so `dataclasses.replace` starts it afresh.
+    tail: bytes | None = field(default=None, init=False, compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -12,9 +12,18 @@ from quorum.controller.image_entities import (
     PartitionState,
     TopicImage,
 )
-from quorum.controller.record_codec import encode, wrap
+from quorum.controller.record_codec import RECORD_VERSION, encode, wrap
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
+
+# A partition's snapshot record, byte for byte what encoding `partition_record`
+# gives (protobuf writes fields in number order): the envelope's version, the
+# `partition` field's tag (21, length-delimited) and length, then the
+# PartitionRecord: partition_id (1, omitted at 0), topic_id (2), and the shared
+# state's fields 3-9 (`PartitionState.tail`).
+_ENVELOPE = encode(md.MetadataRecord(version=RECORD_VERSION)) + b"\xaa\x01"
+_PARTITION_ID_TAG = b"\x08"
+_TOPIC_ID_TAG = b"\x12"
 
 
 def encode_view(
@@ -36,8 +45,9 @@ def encode_view(
         yield topic_key(topic.topic_id), encode(topic_record(topic))
     for topic, partitions in topics:
         prefix = partition_key_prefix(topic.topic_id)
+        topic_field = _topic_id_field(topic)
         yield from [
-            (prefix + b"%010d" % pid, partition_value(topic, pid, partitions[pid]))
+            (prefix + b"%010d" % pid, _partition_value(topic_field, pid, partitions[pid]))
             for pid in sorted(partitions)
         ]
     for (rtype, rname), entries in configs:
@@ -118,29 +128,98 @@ def topic_record(t: TopicImage) -> md.MetadataRecord:
 
 
 def partition_value(t: TopicImage, pid: int, p: PartitionState) -> bytes:
-    """The encoded snapshot record of an (immutable) partition state, memoised on
-    it. Safe from a worker thread: a race only encodes the same bytes twice."""
-    value = p.snapshot_value
-    if value is None:
-        value = encode(partition_record(t, pid, p))
-        p.snapshot_value = value
-    return value
+    """The encoded snapshot record of partition `pid` of `t` in state `p`."""
+    return _partition_value(_topic_id_field(t), pid, p)
+
+
+def _partition_value(topic_field: bytes, pid: int, p: PartitionState) -> bytes:
+    tail = p.tail
+    if tail is None:  # a race between threads only encodes the same bytes twice
+        tail = p.tail = _state_fields(p)
+    inner = (_PARTITION_ID_TAG + _varint(pid) if pid else b"") + topic_field + tail
+    return _ENVELOPE + _varint(len(inner)) + inner
+
+
+class PartitionValues:
+    """Reads a snapshot's partition records without decoding them, when a record is
+    exactly what `partition_value` writes for its key's partition: the topic id and
+    partition id come from the key, and the state's fields are the bytes after
+    them (`split`), which a loader decodes once per distinct state."""
+
+    def __init__(self) -> None:
+        self._topics: dict[bytes, tuple[str, bytes]] = {}  # raw id -> (id, its field)
+
+    def split(self, key: bytes, value: bytes) -> tuple[str, int, bytes] | None:
+        """(topic id, partition id, the state's fields), or None: decode it instead."""
+        digits = key[-10:]
+        if not (key.startswith(b"21/") and key[-11:-10] == b"/" and digits.isdigit()):
+            return None
+        if not value.startswith(_ENVELOPE):
+            return None
+        raw = key[3:-11]
+        known = self._topics.get(raw)
+        if known is None:
+            known = self._topics[raw] = (raw.decode(), _topic_field(raw))
+        topic_id, topic_field = known
+        at = len(_ENVELOPE)
+        if at >= len(value):
+            return None
+        length, at = (value[at], at + 1) if value[at] < 0x80 else _two_byte_varint(value, at)
+        pid = int(digits)
+        head = (_PARTITION_ID_TAG + _varint(pid) if pid else b"") + topic_field
+        if at + length != len(value) or not value.startswith(head, at):
+            return None
+        return topic_id, pid, value[at + len(head) :]
+
+
+def _two_byte_varint(data: bytes, at: int) -> tuple[int, int]:
+    """A varint of exactly two bytes at `at` (a partition record's length), or a
+    length no record has (-1), which makes the caller decode instead."""
+    if at + 1 >= len(data) or data[at + 1] >= 0x80:
+        return -1, at
+    return (data[at] & 0x7F) | (data[at + 1] << 7), at + 2
+
+
+def _topic_id_field(t: TopicImage) -> bytes:
+    return _topic_field(t.topic_id.encode())
+
+
+def _topic_field(topic_id: bytes) -> bytes:
+    return _TOPIC_ID_TAG + _varint(len(topic_id)) + topic_id if topic_id else b""
+
+
+def _state_fields(p: PartitionState) -> bytes:
+    """Fields 3-9 of its PartitionRecord (those are all a PartitionState holds)."""
+    return _partition_fields(p).SerializeToString()
+
+
+def _partition_fields(p: PartitionState, pid: int = 0, topic_id: str = "") -> md.PartitionRecord:
+    return md.PartitionRecord(
+        partition_id=pid,
+        topic_id=topic_id,
+        replicas=p.replicas,
+        isr=p.isr,
+        removing_replicas=p.removing_replicas,
+        adding_replicas=p.adding_replicas,
+        leader=p.leader,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+    )
+
+
+def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def partition_record(t: TopicImage, pid: int, p: PartitionState) -> md.MetadataRecord:
-    return wrap(
-        partition=md.PartitionRecord(
-            partition_id=pid,
-            topic_id=t.topic_id,
-            replicas=p.replicas,
-            isr=p.isr,
-            removing_replicas=p.removing_replicas,
-            adding_replicas=p.adding_replicas,
-            leader=p.leader,
-            leader_epoch=p.leader_epoch,
-            partition_epoch=p.partition_epoch,
-        )
-    )
+    return wrap(partition=_partition_fields(p, pid, t.topic_id))
 
 
 def config_record(rtype: int, rname: str, name: str, value: str) -> md.MetadataRecord:

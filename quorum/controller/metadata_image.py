@@ -20,8 +20,6 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 
-from google.protobuf.unknown_fields import UnknownFieldSet
-
 from quorum.controller.image_entities import (
     AclEntry,
     BrokerRegistration,
@@ -30,6 +28,7 @@ from quorum.controller.image_entities import (
 )
 from quorum.controller.image_records import (
     PRODUCER_KEY,
+    PartitionValues,
     acl_key,
     acl_record,
     broker_key,
@@ -45,7 +44,8 @@ from quorum.controller.image_records import (
     topic_key,
     topic_record,
 )
-from quorum.controller.record_codec import RECORD_VERSION, MetadataRecordError, decode, encode, wrap
+from quorum.controller.partition_states import PartitionStates
+from quorum.controller.record_codec import MetadataRecordError, decode, encode, wrap
 from quorum.controller.topic_changes import TopicChanges, topic_changes
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
@@ -56,6 +56,7 @@ class InconsistentRecordError(MetadataRecordError):
 
 
 Prepared = tuple[str, int, bytes, PartitionState]
+_UNSEEN = PartitionState((), (), -1, -1, -1)  # a marker: no state looked up yet
 
 
 class MetadataImage:
@@ -92,8 +93,7 @@ class MetadataImage:
         self.next_producer_id = 0
         self.producer_id_owner = (-1, -1)
         self.partition_count = 0
-        # One tuple per distinct replica list: a million partitions share a few.
-        self._ids: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._states = PartitionStates()  # shared: one object per distinct state
         # encoded record -> (the record, for a PartitionRecord its topic id,
         # partition id, change key and state)
         self._prepared: dict[bytes, tuple[md.MetadataRecord, Prepared | None]] = {}
@@ -115,10 +115,7 @@ class MetadataImage:
             return
         prepared = self._prepared.pop(record, None) if self._prepared else None
         if prepared is None:
-            decoded = decode(record, offset)
-            self.apply_record(decoded, offset)
-            if decoded.WhichOneof("record") == "partition":
-                self._adopt_encoding(decoded)
+            self.apply_record(decode(record, offset), offset)
             return
         decoded, placed = prepared
         if placed is None:
@@ -146,8 +143,7 @@ class MetadataImage:
                 # Everything the apply needs, read from the record now: at commit
                 # it is dict stores only (no field reads, no key formatting).
                 r = record.partition
-                state = self._partition_state(r)
-                state.snapshot_value = raw
+                state = self._states.of_record(r)
                 topic_id, partition_id = r.topic_id, r.partition_id
                 placed = (topic_id, partition_id, partition_key(topic_id, partition_id), state)
             self._prepared[raw] = (record, placed)
@@ -155,21 +151,6 @@ class MetadataImage:
     def forget_prepared(self) -> None:
         """After the write committed (all taken) or failed (none will be)."""
         self._prepared.clear()
-
-    def _adopt_encoding(self, decoded: md.MetadataRecord) -> None:
-        """A PartitionRecord at this version that carries nothing this version does
-        not model (no unknown fields) is, re-serialised, the new partition state's
-        snapshot record byte for byte; serialising a parsed message costs a tenth
-        of building the record from the state, so the snapshot memo takes it."""
-        r = decoded.partition
-        if (
-            decoded.version != RECORD_VERSION
-            or len(UnknownFieldSet(decoded))
-            or len(UnknownFieldSet(r))
-        ):
-            return
-        state = self.topics_by_id[r.topic_id].partitions[r.partition_id]
-        state.snapshot_value = decoded.SerializeToString()
 
     def apply_record(self, record: md.MetadataRecord, offset: int) -> None:
         kind = record.WhichOneof("record")
@@ -187,11 +168,29 @@ class MetadataImage:
         self._applied_offset = max(self._applied_offset, offset)
 
     def load_snapshot(self, records: Iterable[Record], end_offset: int) -> None:
+        """A partition record in the form this version writes is not decoded: its
+        ids come from its key and its state from its last bytes, decoded once per
+        distinct state (`PartitionValues`); any other record is decoded."""
         self._reset(0)
         at = end_offset - 1
+        values = PartitionValues()
+        by_fields: dict[bytes, PartitionState | None] = {}
+        topics = self.topics_by_id
         for key, value in records:
             if key.startswith(b"\x00"):
                 continue  # the Raft layer's (the KIP-853 voter set), not the image's
+            split = values.split(key, value)
+            if split is not None:
+                topic_id, pid, fields = split
+                state = by_fields.get(fields, _UNSEEN)
+                if state is _UNSEEN:
+                    state = by_fields[fields] = self._states.of_fields(fields)
+                topic = topics.get(topic_id)
+                if state is not None and topic is not None:
+                    if pid not in topic.partitions:
+                        self.partition_count += 1
+                    topic.partitions[pid] = state
+                    continue
             record = decode(value, at)
             if record.WhichOneof("record") == "partition":
                 self._put_partition(record.partition, at)
@@ -458,24 +457,7 @@ class MetadataImage:
         partitions = self._known_topic(r.topic_id, offset).partitions
         if r.partition_id not in partitions:
             self.partition_count += 1
-        partitions[r.partition_id] = state or self._partition_state(r)
-
-    def _partition_state(self, r: md.PartitionRecord) -> PartitionState:
-        ids = self._interned_ids
-        removing, adding = r.removing_replicas, r.adding_replicas
-        return PartitionState(
-            ids(r.replicas),
-            ids(r.isr),
-            r.leader,
-            r.leader_epoch,
-            r.partition_epoch,
-            ids(removing) if len(removing) else (),
-            ids(adding) if len(adding) else (),
-        )
-
-    def _interned_ids(self, repeated: Sequence[int]) -> tuple[int, ...]:
-        ids = tuple(repeated[:])  # slicing first: twice as fast as iterating upb's container
-        return self._ids.setdefault(ids, ids)
+        partitions[r.partition_id] = state or self._states.of_record(r)
 
     def _partition_change(self, record: md.MetadataRecord, offset: int) -> None:
         r = record.partition_change
@@ -487,16 +469,21 @@ class MetadataImage:
         leader, leader_epoch = part.leader, part.leader_epoch
         if r.HasField("leader") and r.leader != part.leader:
             leader, leader_epoch = r.leader, leader_epoch + 1
-        self._known_topic(r.topic_id, offset).partitions[r.partition_id] = PartitionState(
-            self._interned_ids(r.replicas.ids) if r.HasField("replicas") else part.replicas,
-            self._interned_ids(r.isr.ids) if r.HasField("isr") else part.isr,
-            leader,
-            leader_epoch,
-            part.partition_epoch + 1,
-            tuple(r.removing_replicas.ids)
-            if r.HasField("removing_replicas")
-            else part.removing_replicas,
-            tuple(r.adding_replicas.ids) if r.HasField("adding_replicas") else part.adding_replicas,
+        ids = self._states.ids
+        self._known_topic(r.topic_id, offset).partitions[r.partition_id] = self._states.of(
+            (
+                ids(r.replicas.ids) if r.HasField("replicas") else part.replicas,
+                ids(r.isr.ids) if r.HasField("isr") else part.isr,
+                leader,
+                leader_epoch,
+                part.partition_epoch + 1,
+                tuple(r.removing_replicas.ids)
+                if r.HasField("removing_replicas")
+                else part.removing_replicas,
+                tuple(r.adding_replicas.ids)
+                if r.HasField("adding_replicas")
+                else part.adding_replicas,
+            )
         )
         self._touch(partition_key(r.topic_id, r.partition_id), offset)
 

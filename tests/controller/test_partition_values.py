@@ -1,0 +1,92 @@
+"""A partition's snapshot record built from its shared state's encoded fields
+(`image_records.partition_value`) is byte for byte what encoding its
+PartitionRecord gives, and a snapshot loader that reads such records without
+decoding them (`PartitionValues`) ends with the image that decoding gives, also
+when a record is in any other form."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quorum.controller.image_entities import PartitionState, TopicImage
+from quorum.controller.image_records import (
+    PartitionValues,
+    partition_key,
+    partition_record,
+    partition_value,
+    topic_key,
+    topic_record,
+)
+from quorum.controller.metadata_image import MetadataImage
+from quorum.controller.partition_states import PartitionStates
+from quorum.controller.record_codec import encode, wrap
+from quorum.gen import metadata_pb2 as md
+
+ids = st.lists(st.integers(0, 2**31 - 1), max_size=5).map(tuple)
+states = st.builds(
+    PartitionState,
+    ids,
+    ids,
+    st.integers(-1, 2**31 - 1),
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**31 - 1),
+    ids,
+    ids,
+)
+topic_ids = st.text(min_size=1, max_size=40).filter(lambda t: "/" not in t)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(states, st.integers(0, 2**31 - 1), topic_ids)
+def test_a_value_is_the_records_encoding_and_splits_back(
+    state: PartitionState, pid: int, topic_id: str
+) -> None:
+    topic = TopicImage("t", topic_id)
+    value = partition_value(topic, pid, state)
+    assert value == encode(partition_record(topic, pid, state))
+    split = PartitionValues().split(partition_key(topic_id, pid), value)
+    assert split is not None
+    assert split[:2] == (topic_id, pid)
+    assert PartitionStates().of_fields(split[2]) == state
+
+
+def test_records_in_another_form_are_decoded_with_the_same_outcome() -> None:
+    topic = TopicImage("t", "T")
+    plain = partition_record(topic, 0, PartitionState((1, 2), (1, 2), 1, 0, 0))
+    extra = encode(plain) + b"\xf8\x07\x01"  # an unknown field after the record
+    moved = partition_record(topic, 1, PartitionState((2,), (2,), 2, 3, 4))
+    # The same fields, but a second topic id in the tail (protobuf's last one wins).
+    inner = md.PartitionRecord(partition_id=2, topic_id="T", leader=1).SerializeToString()
+    inner += md.PartitionRecord(topic_id="U").SerializeToString()
+    twice = encode(wrap()) + b"\xaa\x01" + bytes((len(inner),)) + inner
+    # Fields out of number order (another writer): the topic id before the partition's.
+    swapped = md.PartitionRecord(topic_id="T", leader=2).SerializeToString()
+    swapped += md.PartitionRecord(partition_id=3).SerializeToString()
+    older = encode(wrap()) + b"\xaa\x01" + bytes((len(swapped),)) + swapped
+    other = TopicImage("u", "U")
+    records = [
+        (topic_key("T"), encode(topic_record(topic))),
+        (topic_key("U"), encode(topic_record(other))),
+        (partition_key("T", 0), extra),
+        (partition_key("T", 1), encode(moved)),
+        (partition_key("T", 2), twice),
+        (partition_key("T", 3), older),
+    ]
+    values = PartitionValues()
+    assert values.split(partition_key("T", 0), extra) is None
+    assert values.split(partition_key("T", 1), encode(moved)) is not None
+    fields = values.split(partition_key("T", 2), twice)
+    assert fields is not None and PartitionStates().of_fields(fields[2]) is None
+    assert values.split(partition_key("T", 3), older) is None
+
+    loaded = MetadataImage()
+    loaded.load_snapshot(records, 10)
+    decoded = MetadataImage()
+    for offset, (_, value) in enumerate(records):
+        decoded.apply(offset, value)
+    assert {t: dict(i.partitions) for t, i in loaded.topics_by_id.items()} == {
+        t: dict(i.partitions) for t, i in decoded.topics_by_id.items()
+    }
+    assert 2 in loaded.topics_by_id["U"].partitions  # the later topic id won
+    assert loaded.partition_count == decoded.partition_count == 4
