@@ -34,12 +34,14 @@ def encode_view(
     acls: list[AclEntry],
     producer: md.MetadataRecord | None,
 ) -> Iterator[Record]:
-    for name, level in features:
+    # Every section in key order, as the snapshot writer checksums without sorting
+    # (a million records were a 250 MB list to sort).
+    for name, level in sorted(features):
         yield feature_key(name), encode(feature_record(name, level))
-    for broker in brokers:
+    for broker in sorted(brokers, key=lambda b: b.broker_id):
         yield broker_key(broker.broker_id), encode(broker_record(broker))
-    # Key order (topics, then partitions by topic id and partition id), so that
-    # sorting the snapshot's records is one pass.
+    # Topics, then partitions by topic id and partition id (topic ids are of one
+    # length, so no id's partition keys sort inside another's).
     topics.sort(key=lambda entry: entry[0].topic_id)
     for topic, _ in topics:
         yield topic_key(topic.topic_id), encode(topic_record(topic))
@@ -50,11 +52,14 @@ def encode_view(
             (prefix + b"%010d" % pid, _partition_value(topic_field, pid, partitions[pid]))
             for pid in sorted(partitions)
         ]
-    for (rtype, rname), entries in configs:
-        for key, value in entries.items():
-            record = config_record(rtype, rname, key, value)
-            yield config_key(rtype, rname, key), encode(record)
-    for acl in acls:
+    config_records = [
+        (config_key(rtype, rname, key), config_record(rtype, rname, key, value))
+        for (rtype, rname), entries in configs
+        for key, value in entries.items()
+    ]
+    for key, record in sorted(config_records, key=lambda entry: entry[0]):
+        yield key, encode(record)
+    for acl in sorted(acls, key=lambda a: acl_key(a.acl_id)):
         yield acl_key(acl.acl_id), encode(acl_record(acl))
     if producer is not None:
         yield PRODUCER_KEY, encode(producer)

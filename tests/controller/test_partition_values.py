@@ -90,3 +90,27 @@ def test_records_in_another_form_are_decoded_with_the_same_outcome() -> None:
     }
     assert 2 in loaded.topics_by_id["U"].partitions  # the later topic id won
     assert loaded.partition_count == decoded.partition_count == 4
+
+
+def test_an_images_snapshot_records_come_in_key_order() -> None:
+    """What the snapshot writer checksums as it streams, with no sort."""
+    import base64
+    import random
+
+    rng = random.Random(7)
+    image = MetadataImage()
+    records = [wrap(register_broker=md.RegisterBrokerRecord(broker_id=b, incarnation_id="i"))
+               for b in (3, 1, 2)]  # fmt: skip
+    for t in range(30):
+        topic_id = base64.urlsafe_b64encode(rng.randbytes(16)).rstrip(b"=").decode()
+        records.append(wrap(topic=md.TopicRecord(name=f"t{t}", topic_id=topic_id)))
+        records += [wrap(partition=md.PartitionRecord(partition_id=p, topic_id=topic_id,
+                                                      replicas=[1], isr=[1], leader=1))
+                    for p in (5, 0, 11)]  # fmt: skip
+        records.append(wrap(config=md.ConfigRecord(resource_type=md.CONFIG_RESOURCE_TOPIC,
+                                                   resource_name=f"t{30 - t}", name="retention.ms",
+                                                   value="1")))  # fmt: skip
+    for offset, record in enumerate(records):
+        image.apply(offset, encode(record))
+    keys = [key for key, _ in image.snapshot_records()]
+    assert keys == sorted(set(keys))

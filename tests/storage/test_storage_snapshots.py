@@ -95,6 +95,24 @@ def test_duplicate_keys_and_existing_ids_are_refused(store: SnapshotStore) -> No
         store.write(SnapshotId(1, 1), [(b"a", b"1")])
 
 
+def test_any_order_gives_the_same_snapshot_and_duplicates_in_any_order_are_refused(
+    store: SnapshotStore,
+) -> None:
+    """The file store streams its records into the database a chunk at a time
+    (never a list of them all): sorted input is checksummed as it goes, any other
+    order from the database afterwards; the snapshot is the same either way."""
+    records = image(25_000)  # three of the writer's chunks
+    shuffled = records[1::2] + records[::2]
+    store.write(SnapshotId(1, 1), iter(records))
+    store.write(SnapshotId(2, 1), iter(shuffled))
+    assert list(store.read(SnapshotId(2, 1))) == records
+    assert store.manifest(SnapshotId(2, 1)).checksum == store.manifest(SnapshotId(1, 1)).checksum
+    for duplicated in (records[:12_000] + records[11_999:], shuffled + records[-1:]):
+        with pytest.raises(ValueError, match="duplicate"):
+            store.write(SnapshotId(3, 1), iter(duplicated))
+    assert store.snapshot_ids() == [SnapshotId(1, 1), SnapshotId(2, 1)]
+
+
 def test_missing_snapshot(store: SnapshotStore) -> None:
     with pytest.raises(SnapshotNotFoundError):
         store.read(SnapshotId(9, 9))
