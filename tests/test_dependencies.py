@@ -29,6 +29,8 @@ PROVIDER = {
     "pyarrow": "pyarrow",  # quorumctl log export writes Parquet
     "kio": "kio",  # Kafka protocol types and error codes (the data plane)
     "uvloop": "uvloop",  # the broker's event loop
+    "lz4": "lz4",  # Kafka's batch codecs (broker_agent/partitions/compression.py)
+    "cramjam": "cramjam",
 }
 # First-party packages the product may import besides the shipped ones:
 # `quorumctl log export` writes in the schema the analytics package defines.
