@@ -41,7 +41,7 @@ INT_KEYS: tuple[IntKey, ...] = (
     IntKey("metadata.snapshot.max.interval.ms", "snapshot_max_interval_ms", 3600 * 1000, 0,
            LONG_MAX, doc="0 disables time-based snapshots"),
     IntKey("metadata.snapshot.retain.count", "snapshot_retain_count", 2, 1,
-           doc="snapshots kept on disk, newest first", kafka=False),
+           doc="snapshots kept, newest first; the log starts after the oldest", kafka=False),
     IntKey("broker.session.timeout.ms", "broker_session_timeout_ms", 9000, 1,
            doc="a broker whose MetadataFetch heartbeats stop this long is fenced"),
     IntKey("admin.request.rate.per.client", "admin_rate_per_client", 0, 0, kafka=False,

@@ -123,7 +123,7 @@ class RaftDriver(DriverSnapshots):
         for batch in batches:
             raft_log.append(batch)
         self.snapshots = (
-            LocalSnapshots(snapshot_store, snapshot_retain_count, snapshot_id)
+            LocalSnapshots(snapshot_store, snapshot_retain_count, raft_log)
             if snapshot_store is not None
             else None
         )
@@ -259,7 +259,7 @@ class RaftDriver(DriverSnapshots):
         return voters | (previous.ids if previous is not None else self.config.voters)
 
     def register(self, listener: RaftListener) -> None:
-        """The snapshot the log starts after is loaded into `listener` now (its
+        """The newest snapshot the log holds is loaded into `listener` now (its
         checksum verified: a corrupt one raises); committed batches follow as the
         high watermark moves."""
         context = ListenerContext(listener, self.core.log.start_offset)

@@ -90,26 +90,31 @@ class DriverSnapshots:
         return await self.snapshots.read_chunk(snapshot_id, position, max_bytes)
 
     async def _snapshot_written(
-        self, snapshot_id: SnapshotId, written: asyncio.Future[list[SnapshotId]]
+        self, snapshot_id: SnapshotId, written: asyncio.Future[None]
     ) -> bool:
         assert self._loop is not None
         try:
-            deleted = await written
+            await written
         except Exception as err:  # a failed snapshot costs nothing but log length
             log.error("snapshot %s failed: %s", snapshot_id, err)
             return False
         if self._closed:
             return False
-        assert self.snapshots is not None
-        self.snapshots.written(snapshot_id)
+        snapshots = self.snapshots
+        assert snapshots is not None
+        snapshots.written(snapshot_id)
         log.info(
             "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
         )
+        start = snapshots.log_start(self.core.log, self.core.high_watermark)
+        if start is not None:
+            self.core.on_snapshot_taken(start)
+            self._process()
+        deleted = await self._loop.run_in_executor(
+            None, snapshots.drop_beyond_retention, self.core.log.snapshot_id
+        )
         if deleted:
             log.info("deleted snapshots beyond retention: %s", deleted)
-        if snapshot_id.end_offset <= self.core.high_watermark:
-            self.core.on_snapshot_taken(snapshot_id)
-            self._process()
         await self._loop.run_in_executor(None, self.log_store.enforce_retention)
         return True
 

@@ -45,10 +45,10 @@ def test_the_voter_set_is_stored_with_a_snapshot_and_hidden_from_the_state_machi
 ) -> None:
     store = FileSnapshotStore(tmp_path)
     image = MetadataImage()
-    LocalSnapshots(store, 2, None).write(SNAPSHOT, image.snapshot_records(), VOTERS)
+    LocalSnapshots(store, 2).write(SNAPSHOT, image.snapshot_records(), VOTERS)
     assert any(key == VOTERS_SNAPSHOT_KEY for key, _ in store.read(SNAPSHOT))
 
-    reopened = LocalSnapshots(store, 2, SNAPSHOT)
+    reopened = LocalSnapshots(store, 2, RaftLog(SNAPSHOT))
     assert reopened.voters(SNAPSHOT) == VOTERS
     recorder = Recorder()
     reopened.load_start(ListenerContext(recorder, 0))
@@ -64,5 +64,5 @@ def test_the_voter_set_is_stored_with_a_snapshot_and_hidden_from_the_state_machi
 
 def test_a_kraft_version_0_snapshot_carries_no_voter_set(tmp_path: Path) -> None:
     store = FileSnapshotStore(tmp_path)
-    LocalSnapshots(store, 2, None).write(SNAPSHOT, MetadataImage().snapshot_records())
-    assert LocalSnapshots(store, 2, SNAPSHOT).voters(SNAPSHOT) is None
+    LocalSnapshots(store, 2).write(SNAPSHOT, MetadataImage().snapshot_records())
+    assert LocalSnapshots(store, 2, RaftLog(SNAPSHOT)).voters(SNAPSHOT) is None
