@@ -14,30 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from no_peers import NoPeers
 
 from quorum.log.file_log import FileLogStore, PendingFlush
 from quorum.log.memory import MemoryQuorumStateStore
 from quorum.raft.client_api import ProposalOutcomeUnknown
 from quorum.raft.config import RaftConfig
 from quorum.raft.effects import FlushLog, Role
-from quorum.raft.messages import Message
-from quorum.raft.records import Batch, SnapshotId
+from quorum.raft.records import Batch
 from quorum.server.driver import RaftDriver
 from quorum.server.flush_scheduler import INLINE_FLUSH_MAX_BYTES, FlushScheduler
-from snapshots.api import SnapshotChunk
-
-
-class NoPeers:
-    def bind(self, driver: RaftDriver) -> None:
-        pass
-
-    def send_request(self, destination: int, message: Message) -> None:
-        raise AssertionError(f"a single voter has no one to send {message} to")
-
-    async def fetch_snapshot_chunk(
-        self, leader: int, epoch: int, snapshot_id: SnapshotId, position: int, max_bytes: int
-    ) -> SnapshotChunk:
-        raise AssertionError("no snapshot to fetch")
 
 
 class WatchedLog(FileLogStore):

@@ -19,7 +19,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from test_driver_flush import NoPeers
+from no_peers import NoPeers
 
 from quorum.log.file_log import FileLogStore
 from quorum.log.memory import MemoryQuorumStateStore
