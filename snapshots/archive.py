@@ -64,11 +64,7 @@ def write_archive(
 
     The caller compares it with the manifest before serving the archive.
     """
-    snapshot = header.snapshot_id
-    prefix = _HEADER.pack(
-        MAGIC, snapshot.end_offset, snapshot.epoch, header.record_count, header.data_bytes, 0
-    )[:-4]
-    out.write(prefix + _LENGTH.pack(google_crc32c.value(prefix)))
+    out.write(archive_header(header))
     checksum = RecordChecksum()
     chunk: list[Record] = []
     for record in records:
@@ -78,8 +74,20 @@ def write_archive(
             chunk = []
     if chunk:
         out.write(checksum.update(chunk))
-    out.write(_TRAILER.pack(TRAILER_MAGIC, checksum.count, checksum.value))
+    out.write(archive_trailer(checksum))
     return checksum
+
+
+def archive_header(header: ArchiveHeader) -> bytes:
+    snapshot = header.snapshot_id
+    prefix = _HEADER.pack(
+        MAGIC, snapshot.end_offset, snapshot.epoch, header.record_count, header.data_bytes, 0
+    )[:-4]
+    return prefix + _LENGTH.pack(google_crc32c.value(prefix))
+
+
+def archive_trailer(checksum: RecordChecksum) -> bytes:
+    return _TRAILER.pack(TRAILER_MAGIC, checksum.count, checksum.value)
 
 
 def read_archive(

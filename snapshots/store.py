@@ -2,6 +2,7 @@
 
     <root>/00000000000000001234-0000000005.snapshot/   published (writer.py)
     <root>/.archives/<name>.archive                    transfer archives, built on demand
+                                                       (or with the snapshot: archive_on_write)
     <root>/.tmp-*                                      unfinished writes and transfers
     <root>/.deleted-*                                  deletions in progress
 
@@ -36,8 +37,11 @@ DELETED_PREFIX = ".deleted-"
 
 
 class FileSnapshotStore:
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, archive_on_write: bool = False) -> None:
+        """`archive_on_write`: a store that serves its snapshots (a controller's)
+        writes each one's transfer archive with it, not on the first fetch."""
         self.root = Path(root)
+        self.archive_on_write = archive_on_write
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / ARCHIVE_DIR).mkdir(exist_ok=True)
         self._remove_leftovers()
@@ -62,7 +66,8 @@ class FileSnapshotStore:
         return manifest
 
     def write(self, snapshot_id: SnapshotId, records: Iterable[Record]) -> SnapshotManifest:
-        return write_snapshot(self.root, snapshot_id, records)
+        archive = self._archive_path(snapshot_id) if self.archive_on_write else None
+        return write_snapshot(self.root, snapshot_id, records, archive=archive)
 
     def read(self, snapshot_id: SnapshotId) -> Iterator[Record]:
         self.manifest(snapshot_id)  # fail early on a missing or foreign snapshot

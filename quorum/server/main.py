@@ -90,7 +90,7 @@ class ControllerProcess:
             state_store = FileQuorumStateStore(
                 partition_dir / "quorum-state", cluster_id, config.node_id
             )
-            snapshot_store = FileSnapshotStore(partition_dir / "snapshots")
+            snapshot_store = FileSnapshotStore(partition_dir / "snapshots", archive_on_write=True)
             self.image = MetadataImage()
             image = self.image
             self.access = AccessControl(

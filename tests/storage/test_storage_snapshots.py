@@ -28,6 +28,7 @@ from snapshots.store import FileSnapshotStore
 StoreFactory = Callable[[Path], SnapshotStore]
 STORES: dict[str, StoreFactory] = {
     "file": lambda path: FileSnapshotStore(path),
+    "file-archiving": lambda path: FileSnapshotStore(path, archive_on_write=True),
     "memory": lambda path: MemorySnapshotStore(),
 }
 
@@ -179,14 +180,47 @@ def test_chunked_transfer_round_trip(tmp_path: Path, source_kind: str, target_ki
 
 def test_both_stores_serve_identical_archives(tmp_path: Path) -> None:
     records = image(1000)
-    stores: list[SnapshotStore] = [FileSnapshotStore(tmp_path), MemorySnapshotStore()]
+    stores: list[SnapshotStore] = [
+        FileSnapshotStore(tmp_path / "a"),
+        FileSnapshotStore(tmp_path / "b", archive_on_write=True),
+        MemorySnapshotStore(),
+    ]
     archives = []
     for store in stores:
         store.write(SnapshotId(5, 1), records)
         chunk = store.read_chunk(SnapshotId(5, 1), 0, 1 << 30)
         assert chunk.last
         archives.append(chunk.data)
-    assert archives[0] == archives[1]
+    assert archives[0] == archives[1] == archives[2]
+
+
+def test_an_archiving_store_writes_the_archive_with_the_snapshot(tmp_path: Path) -> None:
+    """A controller's store: the archive is published with the snapshot when the
+    records come in key order (an image's), so no fetch waits for it to be built;
+    in any other order it is built on first use, the same bytes either way."""
+    ordered = FileSnapshotStore(tmp_path / "ordered", archive_on_write=True)
+    ordered.write(SnapshotId(5, 1), image(25_000))
+    archives = os.listdir(tmp_path / "ordered" / ".archives")
+    assert len(archives) == 1
+    assert sorted(os.listdir(ordered.path(SnapshotId(5, 1)))) == ["db", "manifest.json"]
+    served = ordered.read_chunk(SnapshotId(5, 1), 0, 1 << 30).data
+    assert (tmp_path / "ordered" / ".archives" / archives[0]).read_bytes() == served
+
+    shuffled = FileSnapshotStore(tmp_path / "shuffled", archive_on_write=True)
+    shuffled.write(SnapshotId(5, 1), list(reversed(image(25_000))))
+    assert os.listdir(tmp_path / "shuffled" / ".archives") == []
+    assert shuffled.read_chunk(SnapshotId(5, 1), 0, 1 << 30).data == served
+    assert len(os.listdir(tmp_path / "shuffled" / ".archives")) == 1
+
+    with pytest.raises(ValueError, match="duplicate"):
+        ordered.write(SnapshotId(6, 1), image(3) + image(3))
+    assert os.listdir(tmp_path / "ordered" / ".archives") == archives
+    assert sorted(os.listdir(tmp_path / "ordered")) == [
+        ".archives",
+        ordered.path(SnapshotId(5, 1)).name,
+    ]
+    ordered.delete(SnapshotId(5, 1))
+    assert os.listdir(tmp_path / "ordered" / ".archives") == []
 
 
 @pytest.mark.parametrize("where", ["header", "record", "trailer"])
