@@ -516,17 +516,12 @@ class BrokerAgent:
                 position = chunk.position + len(chunk.data)
                 if position >= chunk.size:
                     break
-            await loop.run_in_executor(None, receiver.complete)
+            await loop.run_in_executor(None, self.cache.install, receiver, snapshot_id)
         except BaseException as err:
             if receiver is not None:
                 receiver.abort()
             if not isinstance(err, asyncio.CancelledError):
                 self.stats.load_errors += 1
-            raise
-        try:
-            await loop.run_in_executor(None, self.cache.install, snapshot_id)
-        except Exception:
-            self.stats.load_errors += 1
             raise
         self._isr_stale = True
         self._metadata_applied()

@@ -31,6 +31,7 @@ from quorum.controller.metadata_image import MetadataImage
 from quorum.controller.record_codec import decode, record_type
 from quorum.log.file_log import FileLogStore
 from quorum.raft.records import Batch, SnapshotId
+from snapshots.api import SnapshotInstaller
 from snapshots.policy import SnapshotPolicy, SnapshotTrigger
 from snapshots.records import Record
 from snapshots.store import FileSnapshotStore
@@ -145,10 +146,16 @@ class MetadataCache:
     def snapshot_written(self, now_ms: int) -> None:
         self.trigger.on_snapshot_taken(now_ms, self._covered_bytes)
 
-    def install(self, snapshot_id: SnapshotId) -> None:
-        """A snapshot received from the controller is published: start over from it."""
+    def install(self, receiver: SnapshotInstaller, snapshot_id: SnapshotId) -> None:
+        """Blocking (worker thread): install a snapshot received from the
+        controller and start over from it. The new image is built from the
+        records as they are written, in one pass (reading the million-partition
+        snapshot back was ~0.5 s of a 5 s restart), aside: the image in use is
+        replaced only once the snapshot is published, checksum and all."""
+        image = MetadataImage()
+        receiver.complete(lambda records: image.load_snapshot(records, snapshot_id.end_offset))
         self.log.reset_to_snapshot(snapshot_id)
-        self.image.load_snapshot(self.snapshots.read(snapshot_id), snapshot_id.end_offset)
+        self.image = image
         self.last_epoch = snapshot_id.epoch
         self.snapshot_end_offset = max(self.snapshot_end_offset, snapshot_id.end_offset)
         self.snapshots.retain_latest(RETAIN_SNAPSHOTS)

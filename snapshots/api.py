@@ -3,7 +3,7 @@ production, an in-memory one for the simulator, both behind this protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,7 +34,9 @@ class SnapshotInstaller(Protocol):
 
     def write_chunk(self, position: int, data: bytes) -> None: ...
 
-    def complete(self) -> SnapshotManifest: ...
+    def complete(self, load: Callable[[Iterable[Record]], None] | None = None) -> SnapshotManifest:
+        """Install once valid; `load` also builds a state from the records on the way."""
+        ...
 
     def abort(self) -> None: ...
 

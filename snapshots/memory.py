@@ -18,7 +18,7 @@ from snapshots.manifest import SnapshotManifest
 from snapshots.naming import snapshot_name
 from snapshots.records import Record, RecordChecksum, sorted_records
 from snapshots.retention import retain_latest
-from snapshots.transfer import SnapshotReceiver
+from snapshots.transfer import Loader, SnapshotReceiver
 
 
 class MemorySnapshotStore:
@@ -80,9 +80,11 @@ class MemorySnapshotStore:
         sink = io.BytesIO()
 
         def install(
-            header: ArchiveHeader, checksum: int, records: Iterator[Record]
+            header: ArchiveHeader, checksum: int, records: Iterator[Record], load: Loader | None
         ) -> SnapshotManifest:
             received = list(records)  # validates the archive's checksum
+            if load is not None:
+                load(received)
             return self.write(header.snapshot_id, received)
 
         return SnapshotReceiver(

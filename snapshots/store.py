@@ -29,8 +29,14 @@ from snapshots.naming import parse_snapshot_name, snapshot_name
 from snapshots.reader import read_manifest, read_snapshot
 from snapshots.records import Record
 from snapshots.retention import retain_latest
-from snapshots.transfer import SnapshotReceiver
-from snapshots.writer import TEMP_PREFIX, write_snapshot
+from snapshots.transfer import Loader, SnapshotReceiver
+from snapshots.writer import (
+    TEMP_PREFIX,
+    WRITE_BATCH_RECORDS,
+    SnapshotWriter,
+    chunks,
+    write_snapshot,
+)
 
 ARCHIVE_DIR = ".archives"
 DELETED_PREFIX = ".deleted-"
@@ -105,11 +111,22 @@ class FileSnapshotStore:
         sink: BinaryIO = temp.open("w+b")
 
         def install(
-            header: ArchiveHeader, checksum: int, records: Iterator[Record]
+            header: ArchiveHeader, checksum: int, records: Iterator[Record], load: Loader | None
         ) -> SnapshotManifest:
-            return write_snapshot(
-                self.root, header.snapshot_id, records, expected_checksum=checksum
-            )
+            if load is None:
+                return write_snapshot(
+                    self.root, header.snapshot_id, records, expected_checksum=checksum
+                )
+            writer = SnapshotWriter(self.root, header.snapshot_id)
+            try:
+                written = _written(writer, records)
+                load(written)
+                for _ in written:  # whatever `load` left: all of it is checked and stored
+                    pass
+                return writer.publish(expected_checksum=checksum)
+            except BaseException:
+                writer.abort()
+                raise
 
         def cleanup() -> None:
             sink.close()
@@ -158,3 +175,10 @@ class FileSnapshotStore:
                         shutil.rmtree(path)
                     else:
                         path.unlink()
+
+
+def _written(writer: SnapshotWriter, records: Iterable[Record]) -> Iterator[Record]:
+    """`records`, each chunk stored by `writer` before it is handed on."""
+    for chunk in chunks(records, WRITE_BATCH_RECORDS):
+        writer.put(chunk)
+        yield from chunk

@@ -8,7 +8,7 @@ incomplete transfer leaves the store exactly as it was.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from quorum.raft.records import SnapshotId
@@ -17,7 +17,9 @@ from snapshots.errors import SnapshotCorruptionError, SnapshotTransferError
 from snapshots.manifest import SnapshotManifest
 from snapshots.records import Record
 
-Installer = Callable[[ArchiveHeader, int, Iterator[Record]], SnapshotManifest]
+# Builds a state from the records as they are installed: one pass, not a read back.
+Loader = Callable[[Iterable[Record]], None]
+Installer = Callable[[ArchiveHeader, int, Iterator[Record], Loader | None], SnapshotManifest]
 
 
 class SnapshotReceiver:
@@ -59,9 +61,11 @@ class SnapshotReceiver:
         self._sink.write(data)
         self._received += len(data)
 
-    def complete(self) -> SnapshotManifest:
+    def complete(self, load: Loader | None = None) -> SnapshotManifest:
         """Validate the whole archive, then install it; the receiver is finished
-        either way."""
+        either way. With `load`, the records are also handed to it as they are
+        installed (it must build aside: an exception after the last record, a
+        checksum that does not match, means nothing was installed)."""
         if self._done:
             raise SnapshotTransferError(f"transfer of {self.name} is already finished")
         try:
@@ -76,7 +80,7 @@ class SnapshotReceiver:
                     self.name,
                     f"archive holds snapshot {header.snapshot_id}, not {self.snapshot_id}",
                 )
-            return self._install(header, checksum, records)
+            return self._install(header, checksum, records, load)
         finally:
             self.abort()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -221,6 +222,41 @@ def test_an_archiving_store_writes_the_archive_with_the_snapshot(tmp_path: Path)
     ]
     ordered.delete(SnapshotId(5, 1))
     assert os.listdir(tmp_path / "ordered" / ".archives") == []
+
+
+@pytest.mark.parametrize("take", [None, 7])
+def test_an_install_hands_its_records_to_a_loader_in_one_pass(
+    store: SnapshotStore, tmp_path: Path, take: int | None
+) -> None:
+    """A broker builds its image from the records as they are installed: the
+    loader sees every record in key order; one that stops early still leaves
+    the whole snapshot installed and checked."""
+    source = FileSnapshotStore(tmp_path / "source")
+    records = image(25_000)
+    source.write(SnapshotId(40, 2), records)
+    size = source.archive_size(SnapshotId(40, 2))
+    receiver = store.begin_install(SnapshotId(40, 2), size)
+    receiver.write_chunk(0, source.read_chunk(SnapshotId(40, 2), 0, size).data)
+    seen: list[Record] = []
+    receiver.complete(lambda got: seen.extend(itertools.islice(got, take)))
+    assert seen == (records if take is None else records[:take])
+    assert list(store.read(SnapshotId(40, 2))) == records
+
+
+def test_a_loader_fed_a_corrupt_transfer_fails_and_nothing_is_installed(
+    store: SnapshotStore, tmp_path: Path
+) -> None:
+    source = FileSnapshotStore(tmp_path / "source")
+    source.write(SnapshotId(40, 2), image(25_000))
+    size = source.archive_size(SnapshotId(40, 2))
+    archive = bytearray(source.read_chunk(SnapshotId(40, 2), 0, size).data)
+    archive[size - TRAILER_SIZE - 3] ^= 0x01  # the last record's value
+    receiver = store.begin_install(SnapshotId(40, 2), size)
+    receiver.write_chunk(0, bytes(archive))
+    loaded: list[Record] = []
+    with pytest.raises(SnapshotCorruptionError):
+        receiver.complete(loaded.extend)
+    assert store.snapshot_ids() == []
 
 
 @pytest.mark.parametrize("where", ["header", "record", "trailer"])
