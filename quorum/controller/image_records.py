@@ -12,6 +12,7 @@ from quorum.controller.image_entities import (
     PartitionState,
     TopicImage,
 )
+from quorum.controller.partition_states import PartitionStates
 from quorum.controller.record_codec import RECORD_VERSION, encode, wrap
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
@@ -24,6 +25,9 @@ from snapshots.records import Record
 _ENVELOPE = encode(md.MetadataRecord(version=RECORD_VERSION)) + b"\xaa\x01"
 _PARTITION_ID_TAG = b"\x08"
 _TOPIC_ID_TAG = b"\x12"
+MAX_PARTITION_ID = (1 << 31) - 1  # an int32 field: larger reads differently decoded
+TOPICS_KEPT = 1 << 16  # topic ids and states remembered by PartitionRecords, then forgotten
+_UNSEEN = PartitionState((), (), -1, -1, -1)  # a marker: no state looked up yet
 
 
 def encode_view(
@@ -175,6 +179,74 @@ class PartitionValues:
         if at + length != len(value) or not value.startswith(head, at):
             return None
         return topic_id, pid, value[at + len(head) :]
+
+
+class PartitionRecords:
+    """Reads a committed PartitionRecord of this version without decoding it (a
+    follower's or a restarted controller's apply of a million partitions: the
+    decode was most of its 38 ms per 10,000): the envelope, the partition id and
+    the topic id are read here, and the state from the bytes after them, built
+    once per distinct state (`PartitionStates.of_fields`) and kept while the
+    same bytes come again. Anything else is left to the decoder (None)."""
+
+    def __init__(self, states: PartitionStates) -> None:
+        self._states = states
+        self._topics: dict[bytes, str] = {}
+        self._by_fields: dict[bytes, PartitionState | None] = {}
+
+    def split(self, value: bytes) -> tuple[str, int, PartitionState] | None:
+        """(topic id, partition id, state) of an encoded partition record."""
+        if not value.startswith(_ENVELOPE):
+            return None
+        at = len(_ENVELOPE)
+        if at >= len(value):
+            return None
+        length, at = (value[at], at + 1) if value[at] < 0x80 else _two_byte_varint(value, at)
+        if at + length != len(value):
+            return None
+        pid = 0
+        if value.startswith(_PARTITION_ID_TAG, at):
+            pid, at = _read_varint(value, at + 1)
+        if not value.startswith(_TOPIC_ID_TAG, at) or at + 1 >= len(value):
+            return None
+        size = value[at + 1]
+        if size >= 0x80 or pid < 0 or pid > MAX_PARTITION_ID:
+            return None
+        raw = value[at + 2 : at + 2 + size]
+        if len(raw) != size:
+            return None
+        topic_id = self._topics.get(raw)
+        if topic_id is None:
+            try:
+                topic_id = raw.decode()
+            except UnicodeDecodeError:
+                return None
+            if len(self._topics) >= TOPICS_KEPT:
+                self._topics.clear()
+            self._topics[raw] = topic_id
+        fields = value[at + 2 + size :]
+        state = self._by_fields.get(fields, _UNSEEN)
+        if state is _UNSEEN:
+            if len(self._by_fields) >= TOPICS_KEPT:
+                self._by_fields.clear()
+            state = self._by_fields[fields] = self._states.of_fields(fields)
+        if state is None:
+            return None
+        return topic_id, pid, state
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    """An unsigned varint at `at` and the position after it; -1 if it runs off
+    the end or past 64 bits (the caller then decodes instead)."""
+    result, shift = 0, 0
+    while at < len(data) and shift < 64:
+        byte = data[at]
+        result |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return result, at
+        shift += 7
+    return -1, at
 
 
 def _two_byte_varint(data: bytes, at: int) -> tuple[int, int]:

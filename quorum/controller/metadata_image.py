@@ -28,6 +28,7 @@ from quorum.controller.image_entities import (
 )
 from quorum.controller.image_records import (
     PRODUCER_KEY,
+    PartitionRecords,
     PartitionValues,
     acl_key,
     acl_record,
@@ -94,6 +95,7 @@ class MetadataImage:
         self.producer_id_owner = (-1, -1)
         self.partition_count = 0
         self._states = PartitionStates()  # shared: one object per distinct state
+        self._partition_records = PartitionRecords(self._states)  # committed ones, undecoded
         # encoded record -> (the record, for a PartitionRecord its topic id,
         # partition id, change key and state)
         self._prepared: dict[bytes, tuple[md.MetadataRecord, Prepared | None]] = {}
@@ -115,13 +117,18 @@ class MetadataImage:
             return
         prepared = self._prepared.pop(record, None) if self._prepared else None
         if prepared is None:
-            self.apply_record(decode(record, offset), offset)
-            return
-        decoded, placed = prepared
-        if placed is None:
-            self.apply_record(decoded, offset)
-            return
-        topic_id, partition_id, key, state = placed
+            split = self._partition_records.split(record)
+            if split is None:
+                self.apply_record(decode(record, offset), offset)
+                return
+            topic_id, partition_id, state = split
+            key = partition_key(topic_id, partition_id)
+        else:
+            decoded, placed = prepared
+            if placed is None:
+                self.apply_record(decoded, offset)
+                return
+            topic_id, partition_id, key, state = placed
         partitions = self._known_topic(topic_id, offset).partitions
         if partition_id not in partitions:
             self.partition_count += 1
@@ -137,16 +144,17 @@ class MetadataImage:
         A partition state depends on nothing but its record, so building it
         early cannot differ from building it at commit. The records are this
         version's own, so their encoding is also their snapshot record."""
+        split = self._partition_records.split
         for record, raw in zip(records, data, strict=True):
-            placed = None
-            if record.WhichOneof("record") == "partition":
-                # Everything the apply needs, read from the record now: at commit
-                # it is dict stores only (no field reads, no key formatting).
-                r = record.partition
-                state = self._states.of_record(r)
-                topic_id, partition_id = r.topic_id, r.partition_id
-                placed = (topic_id, partition_id, partition_key(topic_id, partition_id), state)
-            self._prepared[raw] = (record, placed)
+            placed = split(raw)
+            if placed is not None:
+                # Everything the apply needs, read now: at commit it is dict stores
+                # only (no field reads, no key formatting).
+                topic_id, partition_id, state = placed
+                key = partition_key(topic_id, partition_id)
+                self._prepared[raw] = (record, (topic_id, partition_id, key, state))
+            else:
+                self._prepared[raw] = (record, None)
 
     def forget_prepared(self) -> None:
         """After the write committed (all taken) or failed (none will be)."""
