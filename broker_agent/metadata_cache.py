@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from quorum.controller.metadata_image import MetadataImage
-from quorum.controller.record_codec import decode, record_type
 from quorum.log.file_log import FileLogStore
 from quorum.raft.records import Batch, SnapshotId
 from snapshots.api import SnapshotInstaller
@@ -111,14 +110,10 @@ class MetadataCache:
     def _apply(self, batch: Batch) -> list[Applied]:
         out: list[Applied] = []
         if not batch.control:
+            apply = self.image.apply  # a partition record of this version is not decoded
             for i, data in enumerate(batch.records, start=batch.base_offset):
-                record = decode(data, i)
-                self.image.apply_record(record, i)
-                out.append(
-                    Applied(
-                        i, batch.epoch, record_type(record), batch.append_time_ms, batch.base_offset
-                    )
-                )
+                kind = apply(i, data) or "unknown"
+                out.append(Applied(i, batch.epoch, kind, batch.append_time_ms, batch.base_offset))
             self.trigger.on_committed(batch.records)
         self.image.advance_to(batch.next_offset)
         self.last_epoch = batch.epoch

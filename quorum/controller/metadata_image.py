@@ -46,7 +46,7 @@ from quorum.controller.image_records import (
     topic_record,
 )
 from quorum.controller.partition_states import PartitionStates
-from quorum.controller.record_codec import MetadataRecordError, decode, encode, wrap
+from quorum.controller.record_codec import MetadataRecordError, decode, encode, record_type, wrap
 from quorum.controller.topic_changes import TopicChanges, topic_changes
 from quorum.gen import metadata_pb2 as md
 from snapshots.records import Record
@@ -112,22 +112,24 @@ class MetadataImage:
     def applied_offset(self) -> int:
         return self._applied_offset
 
-    def apply(self, offset: int, record: bytes) -> None:
+    def apply(self, offset: int, record: bytes) -> str | None:
+        """A committed record; its type (None: applied already)."""
         if offset < self._applied_offset:
-            return
+            return None
         prepared = self._prepared.pop(record, None) if self._prepared else None
         if prepared is None:
             split = self._partition_records.split(record)
             if split is None:
-                self.apply_record(decode(record, offset), offset)
-                return
+                decoded = decode(record, offset)
+                self.apply_record(decoded, offset)
+                return record_type(decoded)
             topic_id, partition_id, state = split
             key = partition_key(topic_id, partition_id)
         else:
             decoded, placed = prepared
             if placed is None:
                 self.apply_record(decoded, offset)
-                return
+                return record_type(decoded)
             topic_id, partition_id, key, state = placed
         partitions = self._known_topic(topic_id, offset).partitions
         if partition_id not in partitions:
@@ -135,6 +137,7 @@ class MetadataImage:
         partitions[partition_id] = state
         self._touch(key, offset)
         self._applied(offset)
+        return "partition"
 
     def prepare(self, records: Sequence[md.MetadataRecord], data: Sequence[bytes]) -> None:
         """The active controller, while its write replicates: keep the records it
