@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from quorum.raft.log import RaftLog
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse
-from quorum.raft.records import OffsetAndEpoch
+from quorum.raft.records import OffsetAndEpoch, SnapshotId
 
 
 def check_fetch_position(
-    log: RaftLog, req: FetchRequest, epoch: int, leader_id: int, high_watermark: int
+    log: RaftLog,
+    req: FetchRequest,
+    epoch: int,
+    leader_id: int,
+    high_watermark: int,
+    latest_snapshot: SnapshotId | None = None,
 ) -> FetchResponse | None:
-    """Answer a snapshot id or a diverging epoch when the follower's log disagrees."""
+    """Answer a snapshot id or a diverging epoch when the follower's log disagrees.
+    The snapshot named is the newest stored (`latest_snapshot`), as KIP-630's
+    leader names its latest, else the one the log starts after."""
     snapshot = log.snapshot_id
+    if latest_snapshot is not None and (
+        snapshot is None or latest_snapshot.end_offset > snapshot.end_offset
+    ):
+        snapshot = latest_snapshot
     found = log.end_offset_for_epoch(req.last_fetched_epoch)
     # Below our log start, or an epoch older than any we kept: we cannot say
     # where the follower diverges, so it must start over from our snapshot.

@@ -175,7 +175,9 @@ class Leading(NodeBase):
             # An observer, or the replica's id on another disk: what the old
             # directory acknowledged says nothing about the new one.
             progress = state.progress[source] = ReplicaProgress(directory_id=directory)
-        diverged = check_fetch_position(self.log, req, state.epoch, self._me, self.high_watermark)
+        diverged = check_fetch_position(
+            self.log, req, state.epoch, self._me, self.high_watermark, self.latest_snapshot
+        )
         if diverged is not None:
             self._effects.append(SendMessage(source, diverged))
             return

@@ -182,6 +182,16 @@ class RaftNode(Elections, Membership, Following):
         self.log.advance_start(snapshot_id)
         self._effects.append(AdvanceLogStart(snapshot_id))
         self._voter_history.prune_below(snapshot_id.end_offset)
+        self.note_latest_snapshot(snapshot_id)
+
+    def note_latest_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The driver stored (or found at a restart) a snapshot of committed state
+        that this log holds; a follower below the log start is sent to the newest."""
+        if snapshot_id.end_offset > self.log.end_offset:
+            raise ValueError("snapshot beyond the log end")
+        latest = self.latest_snapshot
+        if latest is None or snapshot_id.end_offset > latest.end_offset:
+            self.latest_snapshot = snapshot_id
 
     def on_snapshot_installed(
         self, snapshot_id: SnapshotId, now: int, voters: VoterSet | None = None
@@ -204,6 +214,7 @@ class RaftNode(Elections, Membership, Following):
             self._voters_reset_to_snapshot(end, voters)
         self.flushed_end = max(min(self.flushed_end, self.log.end_offset), snapshot_id.end_offset)
         self._set_high_watermark(max(self.high_watermark, snapshot_id.end_offset))
+        self.note_latest_snapshot(snapshot_id)
         self._send_fetch(now)
 
     def on_snapshot_failed(self, now: int) -> None:

@@ -21,7 +21,7 @@ from quorum.raft.effects import (
 )
 from quorum.raft.log import RaftLog
 from quorum.raft.messages import MAX_EPOCH
-from quorum.raft.records import Batch
+from quorum.raft.records import Batch, SnapshotId
 from quorum.raft.states import NEVER, EpochState, FollowerState, LeaderState, UnattachedState
 from quorum.raft.transitions import Transition, Trigger, check_transition
 from quorum.raft.voters import (
@@ -73,6 +73,10 @@ class NodeBase:
         self._refresh_voters()
         snapshot = log.snapshot_id
         self.high_watermark = snapshot.end_offset if snapshot else 0
+        # The newest snapshot of committed state stored here, which a follower
+        # below the log start is sent to (KIP-630: the latest, not the one the
+        # log starts after; the log may keep an interval below it).
+        self.latest_snapshot: SnapshotId | None = snapshot
         self.flushed_end = log.end_offset
         # Bumped whenever the log loses entries, so a flush that completes
         # afterwards cannot vouch for entries written after it (FlushLog).

@@ -140,6 +140,8 @@ class RaftDriver(DriverSnapshots):
             raft_log,
             snapshot_voters=snapshot_voters,
         )
+        if self.snapshots is not None and self.snapshots.load:
+            self.core.note_latest_snapshot(self.snapshots.load)  # a follower's, if behind
         self.stats = DriverStats()
         self.refusals = RefusedRequests()
         self.latencies: LatencyObserver = NoLatencies()
@@ -259,9 +261,8 @@ class RaftDriver(DriverSnapshots):
         return voters | (previous.ids if previous is not None else self.config.voters)
 
     def register(self, listener: RaftListener) -> None:
-        """The newest snapshot the log holds is loaded into `listener` now (its
-        checksum verified: a corrupt one raises); committed batches follow as the
-        high watermark moves."""
+        """The newest snapshot the log holds is loaded into `listener` now (checksum
+        verified: a corrupt one raises); committed batches follow as the HW moves."""
         context = ListenerContext(listener, self.core.log.start_offset)
         if self.snapshots is not None:
             self.snapshots.load_start(context)

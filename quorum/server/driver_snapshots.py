@@ -106,6 +106,8 @@ class DriverSnapshots:
         log.info(
             "snapshot at offset %d epoch %d written", snapshot_id.end_offset, snapshot_id.epoch
         )
+        if snapshot_id.end_offset <= self.core.log.end_offset:
+            self.core.note_latest_snapshot(snapshot_id)
         start = snapshots.log_start(self.core.log, self.core.high_watermark)
         if start is not None:
             self.core.on_snapshot_taken(start)

@@ -375,12 +375,14 @@ def acls(count: int, start: int) -> api.CreateAclsRequest:
 
 def snapshot_bytes(data_dir: Path) -> int:
     """The newest snapshot's size on disk. Retention may delete a snapshot (or a
-    file of one) while we walk, so vanished entries are skipped and retried."""
+    file of one) while we walk, so vanished entries are skipped and retried.
+    Dot-directories (the transfer archives, temporary writes) are not snapshots."""
     snapshots = data_dir / "__cluster_metadata-0" / "snapshots"
     for _ in range(20):
         try:
             newest = max(
-                (d for d in snapshots.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime
+                (d for d in snapshots.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                key=lambda d: d.stat().st_mtime,
             )
             return sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
         except FileNotFoundError:

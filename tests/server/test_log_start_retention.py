@@ -110,6 +110,7 @@ def test_the_log_starts_after_the_oldest_kept_snapshot_and_a_restart_loads_the_n
                     assert batches and batches[0].base_offset == taken[round_ - 1].end_offset
             assert driver.snapshots is not None
             assert driver.snapshots.store.snapshot_ids() == taken[1:]  # retention: 2
+            assert driver.core.latest_snapshot == taken[2]  # what a follower behind is sent
             await driver.propose([b"after-the-last-snapshot"])
             return dict(recorder.state), taken
         finally:
@@ -127,6 +128,7 @@ def test_the_log_starts_after_the_oldest_kept_snapshot_and_a_restart_loads_the_n
                     break
                 await asyncio.sleep(0.01)
             assert driver.log_start_offset == taken[1].end_offset  # the log's start kept
+            assert driver.core.latest_snapshot == taken[2]
             return recorder
         finally:
             await driver.stop(resign=False)
