@@ -518,7 +518,10 @@ def test_no_record_is_read_twice_across_rebalances_by_committing_members(
     cluster: Cluster,
 ) -> None:
     topic = new_topic(cluster, "rd-exactly")
-    values = produce(cluster, topic, 1200)
+    # Enough that the third member's join lands mid-stream even on a loaded machine:
+    # with 1,200 the first two (about 400 records/s together) once read everything
+    # while it joined, and it never read its 50 (a clean-clone CI run, 2026-11-26).
+    values = produce(cluster, topic, 3000)
     group = "rd-exactly-group"
     members = [CommittingMember(cluster, group, topic, "m0")]
     done: list[CommittingMember] = []
@@ -527,7 +530,11 @@ def test_no_record_is_read_twice_across_rebalances_by_committing_members(
         members.append(CommittingMember(cluster, group, topic, "m1"))
         wait_for(lambda: len(members[1].got) >= 50, 60, "the second member reading")
         members.append(CommittingMember(cluster, group, topic, "m2"))
-        wait_for(lambda: len(members[2].got) >= 50, 60, "the third member reading")
+        try:
+            wait_for(lambda: len(members[2].got) >= 50, 60, "the third member reading")
+        except AssertionError as err:  # say how far each got: a stuck rebalance or a race
+            counts = [len(m.got) for m in members]
+            raise AssertionError(f"{err}; read so far {counts} of {len(values)}") from None
         first = members.pop(0)
         first.leave()
         done.append(first)
