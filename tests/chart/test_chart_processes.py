@@ -148,6 +148,9 @@ def test_brokers_reach_online_with_racks_and_pod_names(deployment: Deployment) -
 
 
 def test_quorumctl_in_a_pod_reads_the_quorum_status(deployment: Deployment) -> None:
+    # Run first in the module, this test once found the pods just started, no
+    # election held yet, and quorumctl rightly said so (a clean-clone CI run).
+    deployment.cluster.wait_for_leader(timeout_s=30)
     pod = deployment.controllers[0]
     env = deployment.envs[pod.name]
     bootstrap = env["QUORUMCTL_BOOTSTRAP"]
