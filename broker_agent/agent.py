@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
@@ -126,6 +126,8 @@ class BrokerAgent:
         self.state: State = OFFLINE
         # Called with each new state (the Kafka listener starts serving at the first ONLINE).
         self.state_listeners: list[Callable[[State], None]] = []
+        # Awaited before a fetched batch is applied (the Kafka server's forwarded replies).
+        self.replies_first: Callable[[], Awaitable[None]] | None = None
         self.stats = AgentStats()
         self.stop_requested = asyncio.Event()
         # The task running `run`, and whether it waits in a fetch `request_stop`
@@ -352,6 +354,8 @@ class BrokerAgent:
                 return None
             return response
         if response.batches:
+            if self.replies_first is not None:
+                await self.replies_first()
             offset = clock_offset_ms(
                 request.broker_send_time_ms,
                 response.controller_receive_time_ms,

@@ -52,6 +52,8 @@ log = logging.getLogger("broker_agent.kafka")
 DEFAULT_TIMEOUT_MS = 30_000
 MIN_TIMEOUT_MS = 1_000
 APPLY_POLL_S = 0.05  # a safety net: `wake` ends each wait as soon as records are applied
+# How long a fetched batch waits for a forwarded write's reply before it is applied.
+REPLY_FIRST_S = 0.002
 
 
 class ForwardError(Exception):
@@ -114,6 +116,8 @@ class ControllerForwarder:
         self.fence_until = 0.0  # monotonic: readers wait for the fence until then at most
         self.fenced_reads = 0  # reads that found the image behind the fence and waited
         self._applied = asyncio.Event()
+        self._writes_in_flight = 0
+        self._write_answered = asyncio.Event()
 
     def wake(self) -> None:
         """This broker applied committed metadata: waiters look at their offset again."""
@@ -155,7 +159,13 @@ class ControllerForwarder:
         """`call`, with its metadata offset raised into the read fence; with `settle`,
         also wait (within the timeout) until this broker's image shows the write."""
         give_up = time.monotonic() + deadline_ms(timeout_ms) / 1000
-        reply = await self.call(method, request, caller, timeout_ms)
+        self._writes_in_flight += 1
+        try:
+            reply = await self.call(method, request, caller, timeout_ms)
+        finally:
+            self._writes_in_flight -= 1
+            self._write_answered.set()
+            self._write_answered = asyncio.Event()
         offset = int(getattr(reply, "metadata_offset", 0))
         if offset > self.applied_offset():
             self.fence = max(self.fence, offset)
@@ -163,6 +173,16 @@ class ControllerForwarder:
             if settle and not await self.wait_for_offset(offset, give_up):
                 log.info("%s: metadata offset %d not applied in time here", method, offset)
         return reply
+
+    async def replies_first(self) -> None:
+        """Before this broker applies a fetched batch: while a forwarded write waits
+        for its reply, let that reply in first (at most `REPLY_FIRST_S`). The
+        controller sends a write's reply before the fetch answers of its commit, but
+        on another connection, so the batch often arrives first, and its apply
+        (~1.3 ms of the loop for 100 new topics) would hold the client's answer."""
+        if self._writes_in_flight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._write_answered.wait(), REPLY_FIRST_S)
 
     async def caught_up(self, timeout_ms: int = 0) -> bool:
         """Wait until this broker's image shows every write it answered (the read

@@ -80,6 +80,7 @@ class KafkaServer:
             ),
         )
         agent.stats.on_applied.append(self.forwarder.wake)  # once per applied batch
+        agent.replies_first = self.forwarder.replies_first
         # As Kafka's broker enables request processing only once it is first
         # unfenced: before that its metadata may be the cache of before a restart,
         # and a client told a stale leader may keep asking it (aiokafka's
