@@ -98,9 +98,9 @@ async def worker(args: argparse.Namespace) -> None:
     window = {"start_ms": float("inf")}
     late: list[float] = []
 
-    def observe(lag: float) -> None:
+    def observe(lag: float, count: int) -> None:
         if wall_clock_ms() - lag < window["start_ms"]:
-            late.append(lag)
+            late.extend([lag] * count)
 
     types: collections.Counter[str] = collections.Counter()  # records applied in the window
 

@@ -30,6 +30,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from itertools import groupby, repeat
+from operator import attrgetter
 
 from broker_agent.apply_trace import ApplyTrace, FetchExchange, clock_offset_ms
 from broker_agent.config import BrokerConfig
@@ -45,6 +47,7 @@ from quorum.gen import broker_pb2 as bpb
 from quorum.raft.records import Batch, SnapshotId
 
 log = logging.getLogger("broker_agent")
+BATCH_BASE = attrgetter("batch_base")
 
 State = bpb.BrokerState
 OFFLINE, FENCED, ONLINE, STOPPING = bpb.OFFLINE, bpb.FENCED, bpb.ONLINE, bpb.STOPPING
@@ -91,7 +94,8 @@ class AgentStats:
     # Recent figures, for benchmarks and the metrics histograms.
     apply_lag_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_WINDOW))
     fetch_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_WINDOW))
-    on_apply_lag: list[Callable[[float], None]] = field(default_factory=list)
+    # Called with a commit-to-apply lag (ms) and how many records had it.
+    on_apply_lag: list[Callable[[float, int], None]] = field(default_factory=list)
     on_fetch: list[Callable[[float], None]] = field(default_factory=list)
     on_snapshot_load: list[Callable[[float], None]] = field(default_factory=list)
     # The image moved (a fetched batch applied, a snapshot loaded): once per move.
@@ -444,13 +448,16 @@ class BrokerAgent:
         apply_ms = wall_clock_ms()
         commit_times = {b.base_offset: b.commit_time_ms for b in response.batches}
         self.stats.records_applied += len(applied)
-        for a in applied:
-            commit = commit_times.get(a.batch_base, 0)
+        # One lag per batch (its records share the commit time), observed with
+        # its record count: one observe per record was 170 µs of a 200-record batch.
+        for batch_base, records in groupby(applied, BATCH_BASE):
+            commit = commit_times.get(batch_base, 0)
             if commit:
                 lag = apply_ms + offset_ms - commit
-                self.stats.apply_lag_ms.append(lag)
+                count = sum(1 for _ in records)
+                self.stats.apply_lag_ms.extend(repeat(lag, count))
                 for observe in self.stats.on_apply_lag:
-                    observe(lag)
+                    observe(lag, count)
         if self.trace is not None:
             self.trace.write(
                 applied, commit_times, received_ms, apply_ms, offset_ms, exchange,

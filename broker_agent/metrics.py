@@ -9,11 +9,15 @@ observed as they happen. Kafka's broker metrics it mirrors: `BrokerState`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
 
 from prometheus_client import Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from broker_agent.agent import ONLINE, STATE_NAMES, BrokerAgent
 from broker_agent.partitions.log_cleaner import CleanerStats
@@ -131,6 +135,36 @@ def cleaner_metrics(
     yield from (dirty, last, reclaimed)
 
 
+class CountedHistogram(Collector):
+    """A histogram that takes a value with how many observations had it: a fetched
+    batch's records share one commit-to-apply lag, and one `Histogram.observe`
+    per record cost a broker's loop 170 µs for a commit of 100 new topics (issue 36).
+    Observed on the event loop only; a scrape copies the counts."""
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float]) -> None:
+        self._name = name
+        self._documentation = documentation
+        self._bounds = [*sorted(buckets), math.inf]
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+
+    def observe(self, value: float, count: int = 1) -> None:
+        self._counts[bisect_left(self._bounds, value)] += count
+        self._sum += value * count
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        counts, total = list(self._counts), self._sum
+        yield HistogramMetricFamily(
+            self._name,
+            self._documentation,
+            buckets=[
+                (floatToGoString(bound), cumulative)
+                for bound, cumulative in zip(self._bounds, accumulate(counts), strict=True)
+            ],
+            sum_value=total,
+        )
+
+
 class AgentMetrics(MetricsEndpoint):
     def __init__(self, agent: BrokerAgent) -> None:
         super().__init__()
@@ -140,19 +174,19 @@ class AgentMetrics(MetricsEndpoint):
             agent.state == ONLINE,
             STATE_NAMES.get(agent.state, str(agent.state)),
         )
-        lag = Histogram(
+        lag = CountedHistogram(
             "quorum_broker_metadata_apply_lag_seconds",
             "Commit (controller clock) to apply (broker clock, offset-corrected) per record.",
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            LATENCY_BUCKETS,
         )
+        self.registry.register(lag)
         fetch = Histogram(
             "quorum_broker_metadata_fetch_seconds",
             "MetadataFetch round trips, long-poll wait included.",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
-        agent.stats.on_apply_lag.append(lambda ms: lag.observe(max(0.0, ms) / 1000))
+        agent.stats.on_apply_lag.append(lambda ms, n: lag.observe(max(0.0, ms) / 1000, n))
         agent.stats.on_fetch.append(fetch.observe)
         load = Histogram(
             "quorum_broker_metadata_snapshot_load_seconds",
