@@ -23,7 +23,7 @@ import io
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, fields, is_dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 from kio.serial import entity_writer
@@ -37,7 +37,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 from kio.serial._serialize import get_field_writer
-from kio.serial.writers import write_tagged_field, write_unsigned_varint
+from kio.serial.writers import write_tagged_field
 
 Write = Callable[[bytes], Any]
 Step = Callable[[Write, Mapping[str, Any]], None]
@@ -201,19 +201,31 @@ def _array_writer(
 
 
 def _fixed_run(owner: type, run: list[Field[Any]]) -> Step:
-    """A run of fixed-width fields: one struct pack for all of them."""
-    packer = struct.Struct(">" + "".join(_FIXED[f.metadata["kafka_type"]] for f in run))
-    plan = []
-    for f in run:
+    """A run of fixed-width fields: one struct pack for all of them, by a function
+    generated for the run (a lookup and a conversion per field, inline: a third of
+    the per-entry cost of a 100-topic CreateTopics answer went to a loop of calls)."""
+    names: dict[str, Any] = {
+        "_pack": struct.Struct(">" + "".join(_FIXED[f.metadata["kafka_type"]] for f in run)).pack,
+        "_NO_DEFAULT": _NO_DEFAULT,
+        "_missing": partial(_missing, owner),
+    }
+    lines = ["def step(w, values):", "    get = values.get"]
+    args = []
+    for i, f in enumerate(run):
         convert = _converter(f.metadata["kafka_type"])
         if f.metadata["kafka_type"] == "datetime_i64" and is_optional(f):
             convert = _as_epoch_millis
-        plan.append((f.name, convert, _default(f)))
+        names[f"_d{i}"], names[f"_c{i}"] = _default(f), convert
+        lines.append(f"    v{i} = get({f.name!r}, _d{i})")
+        lines.append(f"    if v{i} is _NO_DEFAULT: _missing({f.name!r})")
+        args.append(f"v{i}" if convert is _as_is else f"_c{i}(v{i})")
+    lines.append(f"    w(_pack({', '.join(args)}))")
+    exec("\n".join(lines), names)  # the source holds only the schema's field names
+    return names["step"]  # type: ignore[no-any-return]
 
-    def step(w: Write, values: Mapping[str, Any]) -> None:
-        w(packer.pack(*[convert(_get(values, name, d, owner)) for name, convert, d in plan]))
 
-    return step
+def _missing(owner: type, name: str) -> None:
+    raise KeyError(f"{owner.__module__}.{owner.__name__} needs {name!r}")
 
 
 def _field_step(owner: type, f: Field[Any]) -> Step:
@@ -263,19 +275,22 @@ def _tagged_step(owner: type, tagged: list[tuple[int, Field[Any]]]) -> Step:
 
     def step(w: Write, values: Mapping[str, Any]) -> None:
         count = 0
-        tags = io.BytesIO()
+        tags: io.BytesIO | None = None
         for tag, f, kio_writer, implicit in plan:
             raw = values.get(f.name, _ABSENT)
-            if raw is _ABSENT:
+            if raw is _ABSENT or (f.default is not MISSING and raw == f.default):
                 continue  # the field's default: never written
             value = build_value(owner, f.name, raw)
             if value == f.default or (f.default is MISSING and value == implicit):
                 continue
+            if tags is None:
+                tags = io.BytesIO()
             write_tagged_field(tags, tag, kio_writer, value)
             count += 1
-        buffer = io.BytesIO()
-        write_unsigned_varint(buffer, count)  # type: ignore[arg-type]
-        w(buffer.getvalue())
+        if tags is None:  # the usual case: every tagged field at its default
+            w(b"\0")
+            return
+        w(varint(count))
         w(tags.getvalue())
 
     return step

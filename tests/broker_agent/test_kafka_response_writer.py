@@ -113,6 +113,13 @@ def test_a_missing_field_without_a_default_is_named() -> None:
         write_body(cls, {"throttle_time": 0})
 
 
+def test_a_missing_fixed_width_field_without_a_default_is_named() -> None:
+    cls = codec.response_class(ApiKey.CREATE_TOPICS, 7)
+    topic = {"name": "t", "topic_id": None, "error_message": None, "configs": []}
+    with pytest.raises(KeyError, match="error_code"):  # of a run packed in one struct
+        write_body(cls, {"throttle_time": 0, "topics": [topic]})
+
+
 def test_entries_given_as_kio_entities_are_written_by_kio() -> None:
     cls = codec.response_class(ApiKey.CREATE_TOPICS, 5)
     values = mapping(random.Random(1), cls)
