@@ -8,6 +8,7 @@ was written.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 from image_scenario import CLUSTER, Scenario, epochs, error_of, kinds
@@ -15,6 +16,7 @@ from image_scenario import CLUSTER, Scenario, epochs, error_of, kinds
 from quorum.controller.api_errors import ApiError, ControllerError
 from quorum.controller.request_limits import RequestLimits
 from quorum.controller.topic_ops import (
+    CollisionWarnings,
     build_create_partitions,
     build_create_topics,
     build_delete_topics,
@@ -527,3 +529,25 @@ def test_list_topics_gives_counts_sorted_by_name() -> None:
     s.topic("alpha", [[2]])
     listing = [(t.name, t.partitions, t.replication_factor) for t in list_topics(s.image).topics]
     assert listing == [("alpha", 1, 1), ("zeta", 3, 2)]
+
+
+def test_collision_warnings_index_the_names_once_and_only_when_needed() -> None:
+    scanned: list[str] = []
+
+    class Names:
+        def __iter__(self) -> Iterator[str]:
+            for name in ("a.b", "plain", "x_y", "x.y"):
+                scanned.append(name)
+                yield name
+
+    warnings = CollisionWarnings(Names())
+    assert warnings.warning("plain2") == ""
+    assert scanned == []  # no name of the request can collide: no scan
+    assert "'a.b'" in warnings.warning("a_b")
+    assert warnings.warning("x.y_") == ""  # x_y_ is not x_y
+    assert "'x_y'" in warnings.warning("x.y")  # the first of the names that fold alike
+    assert warnings.warning("q.r") == ""
+    warnings.created("q.r")
+    assert "'q.r'" in warnings.warning("q_r")
+    assert warnings.warning("a.b") == ""  # a name never collides with itself
+    assert scanned == ["a.b", "plain", "x_y", "x.y"]  # one pass over the image's names
