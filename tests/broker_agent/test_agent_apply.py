@@ -17,7 +17,7 @@ from quorum.controller.image_records import config_record
 from quorum.controller.record_codec import encode
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from tests.broker_agent.scripted_agent import scripted_agent
+from tests.broker_agent.scripted_agent import OneAnswerController, scripted_agent
 
 ME = 10
 
@@ -26,42 +26,21 @@ def change(value: int) -> bytes:
     return encode(config_record(api.TOPIC, "orders", "retention.ms", str(value)))
 
 
-class TwoBatchController:
-    """One answer with two batches (3 records, then 1), committed 5 s apart; then stop."""
-
-    def __init__(self) -> None:
-        self.agent: Any = None
-        self.commit_ms = wall_clock_ms()
-
-    async def broker(self, method: str, request: Any, deadline_s: float) -> Any:
-        return bpb.RegisterBrokerResponse(broker_epoch=0)
-
-    async def metadata_fetch(self, request: Any, deadline_s: float) -> Any:
-        await asyncio.sleep(0)
-        if request.want_shutdown:
-            return bpb.MetadataFetchResponse(should_shut_down=True, is_fenced=True)
-        if request.fetch_offset > 0:
-            self.agent.request_stop()
-            return bpb.MetadataFetchResponse(high_watermark=4)
-        return bpb.MetadataFetchResponse(
-            batches=[
-                bpb.MetadataBatch(base_offset=0, epoch=1, append_time_ms=7,
-                                  commit_time_ms=self.commit_ms - 5000,
-                                  records=[change(1), change(2), change(3)]),
-                bpb.MetadataBatch(base_offset=3, epoch=2, append_time_ms=8,
-                                  commit_time_ms=self.commit_ms, records=[change(4)]),
-            ],
-            high_watermark=4,
-        )  # fmt: skip
-
-    async def close(self) -> None:
-        pass
+def two_batches(commit_ms: int) -> list[bpb.MetadataBatch]:
+    """Two batches (3 records, then 1), committed 5 s apart."""
+    return [
+        bpb.MetadataBatch(base_offset=0, epoch=1, append_time_ms=7,
+                          commit_time_ms=commit_ms - 5000,
+                          records=[change(1), change(2), change(3)]),
+        bpb.MetadataBatch(base_offset=3, epoch=2, append_time_ms=8,
+                          commit_time_ms=commit_ms, records=[change(4)]),
+    ]  # fmt: skip
 
 
 def test_each_record_is_applied_in_order_with_its_own_batchs_commit_time(
     tmp_path: Path,
 ) -> None:
-    controller = TwoBatchController()
+    controller = OneAnswerController(two_batches(wall_clock_ms()))
     agent, cache = scripted_agent(tmp_path, ME, controller)
     controller.agent = agent
     seen: list[list[Applied]] = []

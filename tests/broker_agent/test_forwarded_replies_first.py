@@ -25,7 +25,7 @@ from quorum.controller.image_records import config_record
 from quorum.controller.record_codec import encode
 from quorum.gen import admin_pb2 as api
 from quorum.gen import broker_pb2 as bpb
-from tests.broker_agent.scripted_agent import scripted_agent
+from tests.broker_agent.scripted_agent import OneAnswerController, scripted_agent
 
 CALLER = Caller("User:ANONYMOUS", "127.0.0.1")
 
@@ -116,32 +116,11 @@ def test_a_failed_write_ends_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     asyncio.run(go())
 
 
-class OneBatchController:
-    """One fetched batch (a config record), then stop."""
-
-    def __init__(self) -> None:
-        self.agent: Any = None
-
-    async def broker(self, method: str, request: Any, deadline_s: float) -> Any:
-        return bpb.RegisterBrokerResponse(broker_epoch=0)
-
-    async def metadata_fetch(self, request: Any, deadline_s: float) -> Any:
-        await asyncio.sleep(0)
-        if request.want_shutdown:
-            return bpb.MetadataFetchResponse(should_shut_down=True, is_fenced=True)
-        if request.fetch_offset > 0:
-            self.agent.request_stop()
-            return bpb.MetadataFetchResponse(high_watermark=1)
-        record = encode(config_record(api.TOPIC, "orders", "retention.ms", "1"))
-        batch = bpb.MetadataBatch(base_offset=0, epoch=1, append_time_ms=1, records=[record])
-        return bpb.MetadataFetchResponse(batches=[batch], high_watermark=1)
-
-    async def close(self) -> None:
-        pass
-
-
 def test_the_agent_lets_replies_in_before_it_applies_a_fetched_batch(tmp_path: Path) -> None:
-    controller = OneBatchController()
+    record = encode(config_record(api.TOPIC, "orders", "retention.ms", "1"))
+    controller = OneAnswerController(
+        [bpb.MetadataBatch(base_offset=0, epoch=1, append_time_ms=1, records=[record])]
+    )
     agent, cache = scripted_agent(tmp_path, 10, controller)
     controller.agent = agent
     offsets_seen: list[int] = []
