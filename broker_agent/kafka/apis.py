@@ -33,11 +33,17 @@ from broker_agent.kafka.metrics import error_codes
 from broker_agent.kafka.producer_ids import ProducerIdSource
 from broker_agent.kafka.versions import ApiKey
 from broker_agent.partitions.api import DEBUGGING_REPLICA_ID, FetchPartition
+from broker_agent.partitions.compression import ZSTD
+from broker_agent.partitions.record_batch import CODEC_BITS, InvalidRecordBatch, parse_header
 from broker_agent.partitions.replica_manager import ReplicaManager
 from quorum.authz.authorizer import NO_AUTHORIZER, Operation
 from quorum.controller.metadata_image import MetadataImage
 
 log = logging.getLogger("broker_agent.kafka")
+
+# KIP-110: a producer may send zstd batches from Produce v7 on; Kafka refuses them
+# in older versions with UNSUPPORTED_COMPRESSION_TYPE (its clients never do so).
+ZSTD_PRODUCE_VERSION = 7
 
 Handler = Callable[[Any, int, Connection], Awaitable[dict[str, Any] | None]]
 
@@ -179,10 +185,12 @@ class KafkaApis:
                 return _produce_error(partition, ErrorCode.topic_authorization_failed)
             if not self._known(topic, partition):
                 return _produce_error(partition, ErrorCode.unknown_topic_or_partition)
-            if self.replicas is None:
-                return _produce_error(partition, ErrorCode.not_leader_or_follower)
             if not records:
                 return _produce_error(partition, ErrorCode.corrupt_message)
+            if version < ZSTD_PRODUCE_VERSION and _says_zstd(records):
+                return _produce_error(partition, ErrorCode.unsupported_compression_type)
+            if self.replicas is None:
+                return _produce_error(partition, ErrorCode.not_leader_or_follower)
             result = await self.replicas.append(topic, partition, bytes(records), acks, timeout_ms)
             return {
                 "index": partition,
@@ -411,6 +419,15 @@ def _grouped(pairs: Iterable[tuple[str, int]]) -> list[tuple[str, list[int]]]:
     for topic, partition in pairs:
         out.setdefault(topic, []).append(partition)
     return list(out.items())
+
+
+def _says_zstd(records: bytes) -> bool:
+    """Whether the produced batch says zstd; a batch too short to say is left to
+    the append, which refuses it."""
+    try:
+        return parse_header(records).attributes & CODEC_BITS == ZSTD
+    except InvalidRecordBatch:
+        return False
 
 
 def _produce_error(partition: int, error: ErrorCode) -> dict[str, Any]:

@@ -39,6 +39,8 @@ _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 NO_PRODUCER_ID = -1
 CONTROL_FLAG = 0x20
+CODEC_BITS = 0x07  # the attributes' compression codec
+MAX_CODEC = 4  # zstd: 5-7 name no codec, and a consumer could not read the batch
 TRANSACTIONAL_FLAG = 0x10
 
 assert _HEADER.size == HEADER_SIZE
@@ -118,6 +120,11 @@ def split_batches(
             raise InvalidRecordBatch(f"record batch magic {header.magic}, only 2 is served")
         if google_crc32c.value(bytes(view[position + _CRC_START : end])) != header.crc:
             raise InvalidRecordBatch("record batch CRC-32C mismatch")
+        if header.attributes & CODEC_BITS > MAX_CODEC:
+            raise InvalidRecordBatch(
+                f"compression codec {header.attributes & CODEC_BITS} (attributes bits 0-2): "
+                "Kafka defines 0-4"
+            )
         if header.last_offset_delta < 0 or header.records_count < (0 if allow_empty else 1):
             raise InvalidRecordBatch(
                 f"batch with {header.records_count} records and last offset delta "

@@ -8,18 +8,22 @@ from __future__ import annotations
 import asyncio
 import datetime
 import io
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import google_crc32c
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 from kio.static.primitive import TZAwareMicros, i8, i16, i32, i64
 
 from broker_agent.partitions.api import REFUSED, FetchPartition, IsrChangeRequest, IsrChangeResult
 from broker_agent.partitions.assignments import MetadataView, PartitionAssignment
+from broker_agent.partitions.compression import compress
 from broker_agent.partitions.inmemory import InMemoryLeaderFetchClient
 from broker_agent.partitions.partition_log import LogConfig
+from broker_agent.partitions.record_batch import HEADER_SIZE
 from broker_agent.partitions.replica_config import ReplicaConfig
 from broker_agent.partitions.replica_manager import ReplicaManager
 from broker_agent.replication.follower import TruncationMode
@@ -217,3 +221,15 @@ def run(scenario: Callable[[Cluster], Awaitable[None]], root: Path, **kwargs: ob
             await cluster.close()
 
     asyncio.run(main())
+
+
+def with_codec(batch: bytes, codec: int, corrupt: bool = False) -> bytes:
+    """`batch` with its records compressed by `codec`; `corrupt`: marked as
+    compressed by it but left as they are, which the broker cannot read."""
+    records = batch[HEADER_SIZE:]
+    if not corrupt:
+        records = compress(codec, records)
+    (attributes,) = struct.unpack_from(">h", batch, 21)
+    body = struct.pack(">h", attributes | codec) + batch[23:HEADER_SIZE] + records
+    crc = google_crc32c.value(body)
+    return batch[:8] + struct.pack(">iibI", len(body) + 9, -1, 2, crc) + body

@@ -4,17 +4,14 @@ nothing; long-polled fetches; list offsets; retention moving the log start."""
 from __future__ import annotations
 
 import asyncio
-import struct
 from pathlib import Path
 
-import google_crc32c
 from kio.schema.errors import ErrorCode
-from partitions_cluster import Cluster, eventually, make_batch, run
+from partitions_cluster import Cluster, eventually, make_batch, run, with_codec
 
 from broker_agent.partitions.api import FetchPartition
-from broker_agent.partitions.compression import GZIP, LZ4, ZSTD, compress
+from broker_agent.partitions.compression import GZIP, LZ4, ZSTD
 from broker_agent.partitions.partition_log import LogConfig
-from broker_agent.partitions.record_batch import HEADER_SIZE
 
 T = "events"
 
@@ -37,6 +34,10 @@ def test_bad_requests_get_kafkas_errors_and_append_nothing(tmp_path: Path) -> No
             assert result.error is code, (code, result)
         truncated = await leader.append(T, 0, good[:30], 1, 1_000)
         assert truncated.error is ErrorCode.corrupt_message
+        for codec in (5, 6, 7):  # no codec: refused before anything reads the records
+            unknown = await leader.append(T, 0, with_codec(good, codec, corrupt=True), 1, 1_000)
+            assert unknown.error is ErrorCode.corrupt_message, unknown
+            assert f"compression codec {codec}" in (unknown.error_message or "")
         assert leader.log_end_offset(T, 0) == 1
 
     run(scenario, tmp_path, broker_ids=(0, 1, 2))
@@ -118,18 +119,6 @@ def test_list_offsets_earliest_latest_and_by_time(tmp_path: Path) -> None:
         assert leader.list_offsets(T, 0, 1_800_000_000_000, -1).offset == -1
 
     run(scenario, tmp_path, broker_ids=(0,))
-
-
-def with_codec(batch: bytes, codec: int, corrupt: bool = False) -> bytes:
-    """`batch` with its records compressed by `codec`; `corrupt`: marked as
-    compressed by it but left as they are, which the broker cannot read."""
-    records = batch[HEADER_SIZE:]
-    if not corrupt:
-        records = compress(codec, records)
-    (attributes,) = struct.unpack_from(">h", batch, 21)
-    body = struct.pack(">h", attributes | codec) + batch[23:HEADER_SIZE] + records
-    crc = google_crc32c.value(body)
-    return batch[:8] + struct.pack(">iibI", len(body) + 9, -1, 2, crc) + body
 
 
 def test_list_offsets_by_time_and_max_timestamp_answer_the_record(tmp_path: Path) -> None:
