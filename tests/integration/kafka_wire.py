@@ -130,3 +130,31 @@ def leader_of(
         answer = s.request(ApiKey.METADATA, 12, metadata_v12([topic]))
     (p,) = [p for p in answer.topics[0].partitions if p.partition_index == partition]
     return int(p.leader_id), int(p.leader_epoch)
+
+
+def broker_socket(cluster: Cluster, broker_id: int) -> KafkaSocket:
+    return KafkaSocket("127.0.0.1", cluster.brokers[broker_id].port)
+
+
+def latest_offset(cluster: Cluster, topic: str, partition: int) -> int:
+    leader, _ = leader_of(cluster, topic, partition)
+    with broker_socket(cluster, leader) as s:
+        answer = s.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}],
+        })  # fmt: skip
+    (p,) = answer.topics[0].partitions
+    assert p.error_code == ErrorCode.none
+    return int(p.offset)
+
+
+def produce_batch(
+    cluster: Cluster, broker_id: int, topic: str, partition: int, batch: bytes, version: int = 9
+) -> ErrorCode:
+    values = produce_values(topic, partition, acks=-1)
+    values["topic_data"] = [{"name": topic, "partition_data": [{"index": partition,
+                                                                "records": batch}]}]  # fmt: skip
+    with broker_socket(cluster, broker_id) as s:
+        answer = s.request(ApiKey.PRODUCE, version, values)
+    return answer.responses[0].partition_responses[0].error_code

@@ -21,9 +21,12 @@ from broker_agent.kafka.versions import SERVED, ApiKey
 from tests.integration.controller_cluster import Cluster, cluster_with_online_brokers, ctl_json
 from tests.integration.kafka_wire import (
     KafkaSocket,
+    broker_socket,
     fetch_values,
+    latest_offset,
     leader_of,
     metadata_v12,
+    produce_batch,
     produce_values,
     wait_for_topic_everywhere,
 )
@@ -451,34 +454,6 @@ def test_the_leader_fetch_client_speaks_fetch_and_epochs_to_a_broker(cluster: Cl
 
 
 # ------------------------------------------------- bad data, leaders and epochs
-
-
-def broker_socket(cluster: Cluster, broker_id: int) -> KafkaSocket:
-    return KafkaSocket("127.0.0.1", cluster.brokers[broker_id].port)
-
-
-def latest_offset(cluster: Cluster, topic: str, partition: int) -> int:
-    leader, _ = leader_of(cluster, topic, partition)
-    with broker_socket(cluster, leader) as s:
-        answer = s.request(ApiKey.LIST_OFFSETS, 7, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}],
-        })  # fmt: skip
-    (p,) = answer.topics[0].partitions
-    assert p.error_code == ErrorCode.none
-    return int(p.offset)
-
-
-def produce_batch(
-    cluster: Cluster, broker_id: int, topic: str, partition: int, batch: bytes
-) -> ErrorCode:
-    values = produce_values(topic, partition, acks=-1)
-    values["topic_data"] = [{"name": topic, "partition_data": [{"index": partition,
-                                                                "records": batch}]}]  # fmt: skip
-    with broker_socket(cluster, broker_id) as s:
-        answer = s.request(ApiKey.PRODUCE, 9, values)
-    return answer.responses[0].partition_responses[0].error_code
 
 
 def test_a_batch_with_a_bad_crc_is_corrupt_message_and_appends_nothing(cluster: Cluster) -> None:
